@@ -1,0 +1,32 @@
+# The two set-up commands (README.md): `make demo` runs the main job, `make test` runs the test suite.
+# Each creates or reuses the virtual environment in $(VENV), installs torch 2.13.0 (CPU) first, then yunshan.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.yunshan-installed
+# Never reach a model hub at run time; set before any HF library is imported.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test venv bench clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/yunshan demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/model_speed.py
+
+clean-venv:
+	rm -rf $(VENV)
