@@ -140,18 +140,18 @@ class PanguPiConfig(PreTrainedConfig):
             )
         if not isinstance(self.head_dim, int) or self.head_dim < 2 or self.head_dim % 2:
             bad("head_dim", self.head_dim, "must be an even integer >= 2 (rotary embeddings rotate pairs)")
+        if self.hidden_act not in SIAF_ACTIVATIONS:
+            bad("hidden_act", self.hidden_act, f"must be one of {', '.join(SIAF_ACTIVATIONS)}")
         if not isinstance(self.siaf_terms, int) or self.siaf_terms < 1:
             bad("siaf_terms", self.siaf_terms, "must be an integer >= 1 (1 = plain activation)")
         if len(self.siaf_activations) != self.siaf_terms:
             bad(
                 "siaf_activations", self.siaf_activations,
-                f"needs one name per term (siaf_terms={self.siaf_terms}) or a single name for all",
+                f"must give one name per term (siaf_terms={self.siaf_terms}) or a single name for all",
             )
         for name in self.siaf_activations:
             if name not in SIAF_ACTIVATIONS:
                 bad("siaf_activations", name, f"each name must be one of {', '.join(SIAF_ACTIVATIONS)}")
-        if self.hidden_act not in SIAF_ACTIVATIONS:
-            bad("hidden_act", self.hidden_act, f"must be one of {', '.join(SIAF_ACTIVATIONS)}")
         k = self.siaf_neighbor_kernel
         if not isinstance(k, int) or k < 1 or k % 2 == 0:
             bad("siaf_neighbor_kernel", k, "must be an odd integer >= 1 (1 = off, 3 = the documented opt-in)")

@@ -1,0 +1,57 @@
+"""The `yunshan` command: one subcommand per stage of the YunShan pipeline.
+
+    yunshan --help
+    yunshan model info pangu-pi-7b
+
+Each subcommand lives in the module that owns its concern; that module defines `add_arguments(parser)` and
+`run(args) -> int` and keeps heavy imports inside `run`, so `yunshan --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# name -> (module, one-line help). Adding a subcommand is one line here plus the module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "model": ("yunshan.models.commands", "inspect PanGu-π presets and checkpoints; upcycle LLaMA to PanGu-π"),
+    "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from yunshan import __version__
+
+    parser = argparse.ArgumentParser(prog="yunshan", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"yunshan {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub = subparsers.add_parser(name, help=help_text, description=module.__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(sub)
+        sub.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Never reach a model hub unless the user asked for it (set before HF libraries are imported).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except (ValueError, FileNotFoundError) as err:
+        # Bad input: a clear one-line message (the message names file, line and field), no traceback.
+        print(f"yunshan {args.command}: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
