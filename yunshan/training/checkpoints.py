@@ -1,0 +1,107 @@
+"""Crash-safe checkpoints for transformers' Trainer: a checkpoint counts only once it is complete.
+
+Trainer writes `checkpoint-N/` in place and then deletes old checkpoints beyond `save_total_limit`, so a process
+killed while writing can leave a half-written newest checkpoint and, worse, may already have deleted the last good
+one. `YunshanTrainer` saves with rotation switched off, adds the data stream's position, then writes a
+`COMPLETE` marker (fsynced) and only then deletes old checkpoints, complete ones beyond the limit and any
+incomplete leftovers. `latest_complete_checkpoint` is what `resume: auto` picks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from transformers import Trainer
+
+COMPLETE = "COMPLETE"
+_STEP = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_steps(folder: str | Path) -> list[tuple[int, Path, bool]]:
+    """(step, path, complete) for every checkpoint-N folder, oldest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = []
+    for child in folder.iterdir():
+        m = _STEP.match(child.name)
+        if m and child.is_dir():
+            found.append((int(m.group(1)), child, (child / COMPLETE).is_file()))
+    return sorted(found)
+
+
+def latest_complete_checkpoint(folder: str | Path) -> Path | None:
+    complete = [path for _, path, ok in checkpoint_steps(folder) if ok]
+    return complete[-1] if complete else None
+
+
+def _fsync_write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def mark_complete(checkpoint: Path, step: int) -> None:
+    _fsync_write(checkpoint / COMPLETE, json.dumps({"step": step, "time": time.time()}))
+
+
+def rotate(folder: str | Path, keep: int | None) -> None:
+    """Keep the newest `keep` complete checkpoints; delete older ones and incomplete ones older than the newest
+    complete checkpoint (leftovers of a crash)."""
+    entries = checkpoint_steps(folder)
+    complete = [(s, p) for s, p, ok in entries if ok]
+    if not complete:
+        return
+    newest = complete[-1][0]
+    doomed = [p for s, p, ok in entries if not ok and s < newest]
+    if keep is not None and keep > 0:
+        doomed += [p for _, p in complete[:-keep]]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_incomplete_after(folder: str | Path, step: int | None) -> list[Path]:
+    """Delete incomplete checkpoints newer than `step` (left by a killed run) before resuming."""
+    removed = []
+    for s, path, ok in checkpoint_steps(folder):
+        if not ok and (step is None or s > step):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+class YunshanTrainer(Trainer):
+    """Trainer whose checkpoints hold the data stream position and are marked complete before rotation."""
+
+    def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.data_stream = data_stream
+        self.sequences_per_step = sequences_per_step
+
+    def _save_checkpoint(self, model, trial) -> None:
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # rotate only after the new checkpoint is complete
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        run_dir = Path(self._get_output_dir(trial=trial))
+        folder = run_dir / f"checkpoint-{self.state.global_step}"
+        if self.args.should_save and self.data_stream is not None:
+            self.data_stream.save_state(folder, self.state.global_step * self.sequences_per_step)
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            mark_complete(folder, self.state.global_step)
+            rotate(run_dir, limit)
+        self.accelerator.wait_for_everyone()

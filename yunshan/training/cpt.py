@@ -1,0 +1,259 @@
+"""`yunshan cpt`: continual pretraining on domain corpora mixed with replayed general data, in tokens.
+
+    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml
+    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml training.max_steps=100 data.seq_len=1024
+    accelerate launch --config_file recipes/accelerate/ddp.yaml -m yunshan.cli cpt --config RECIPE.yaml
+
+The data path, top to bottom: each source is read and validated (yunshan.data.sources), tokenised in blocks and
+mixed by token budget into packed sequences (yunshan.data.mixing, .packing), served to transformers' Trainer by a
+dataset that knows its exact position at every step (yunshan.data.stream). Checkpoints hold that position and
+are marked complete before old ones are deleted (yunshan.training.checkpoints); `resume: auto` continues from the
+newest complete one with exactly the sequences an uninterrupted run would have seen. The output folder holds the
+model (merged if LoRA), tokenizer, resolved recipe, data report, JSONL log and a PNG of the curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="recipe YAML (see recipes/)")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.max_steps=100")
+    parser.add_argument("--dry-run", action="store_true", help="validate the recipe, sources and model; no training")
+
+
+def run(args: argparse.Namespace) -> int:
+    from yunshan.recipe import CptRecipe, load_recipe
+
+    recipe = load_recipe(CptRecipe, args.config, args.overrides)
+    result = run_cpt(recipe, dry_run=args.dry_run)
+    if args.dry_run:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def make_tokenize(tokenizer, add_bos: str | bool):
+    """A function texts -> token id lists (BOS per config, EOS after every document)."""
+    bos = tokenizer.bos_token_id
+    if add_bos in ("auto",):
+        probe = tokenizer("a")["input_ids"]
+        add_bos = bos is not None and len(probe) > 0 and probe[0] == bos
+    else:
+        add_bos = add_bos in (True, "true")
+    if add_bos and bos is None:
+        raise ValueError("data.add_bos is true but the tokenizer has no bos_token")
+    eos = tokenizer.eos_token_id
+    head = [bos] if add_bos else []
+
+    def tokenize(texts: list[str]) -> list[list[int]]:
+        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [head + x + [eos] for x in ids]
+
+    return tokenize
+
+
+def build_stream(recipe, tokenizer):
+    """The packed, mixed training stream of a recipe (also used by benchmarks and tests)."""
+    from yunshan.data.mixing import SourceStream, TokenBudgetMixer
+    from yunshan.data.stream import PackedStreamDataset
+
+    data = recipe.data
+    if not data.sources:
+        raise ValueError("data.sources is empty: a continual-pretraining recipe needs at least one source")
+    tokenize = make_tokenize(tokenizer, data.add_bos)
+    streams = [
+        SourceStream(source, tokenize, seed=data.seed, block_size=data.block_size,
+                     on_bad_record=data.on_bad_record, dedup=data.dedup)
+        for source in data.sources
+    ]
+    mixer = TokenBudgetMixer(streams, data.seq_len, data.chunk_tokens, data.document_mask)
+    return PackedStreamDataset(mixer, data.document_mask)
+
+
+def run_cpt(recipe, dry_run: bool = False) -> dict:
+    """Run continual pretraining as the recipe says; returns a summary (paths and figures)."""
+    import torch
+    from transformers import TrainingArguments, default_data_collator, set_seed
+
+    from yunshan.recipe import save_recipe
+    from yunshan.training.checkpoints import YunshanTrainer, latest_complete_checkpoint, remove_incomplete_after
+    from yunshan.training.models import (
+        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
+    from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
+
+    started = time.time()
+    train = recipe.training
+    out = Path(train.output_dir)
+    rank_zero = int(os.environ.get("RANK", "0")) == 0
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    precision = resolve_precision(train.precision)
+    set_seed(train.seed)
+
+    tok_path = recipe.tokenizer.path or recipe.model.name_or_path
+    if tok_path is None:
+        raise ValueError("tokenizer.path is required when the model is built from a preset")
+    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
+    base_path = recipe.tokenizer.base_path
+    if base_path is None and recipe.model.name_or_path and has_tokenizer(recipe.model.name_or_path):
+        base_path = recipe.model.name_or_path
+    base_tokenizer = load_tokenizer(base_path) if base_path else None
+
+    stream = build_stream(recipe, tokenizer)
+    heldout = {}
+    if recipe.monitor.general:
+        heldout["general"] = read_heldout(recipe.monitor.general, recipe.monitor.max_chars)
+    if recipe.monitor.domain:
+        heldout["domain"] = read_heldout(recipe.monitor.domain, recipe.monitor.max_chars)
+
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    if recipe.lora.enabled:
+        model = apply_lora(model, recipe.lora, new_ids)
+    sequences_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
+    tokens_per_step = sequences_per_step * recipe.data.seq_len
+
+    ckpt_dir = out / "checkpoints"
+    resume_from = None
+    if train.resume == "auto":
+        resume_from = latest_complete_checkpoint(ckpt_dir)
+    elif train.resume != "never":
+        resume_from = Path(train.resume)
+        if not (resume_from / "COMPLETE").is_file():
+            raise FileNotFoundError(f"training.resume={train.resume}: not a complete checkpoint folder")
+
+    if dry_run:
+        first = next(iter(stream))  # reads, validates and tokenises the first block of every source
+        return {
+            "model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+            "tokenizer_size": len(tokenizer), "new_tokens": len(new_ids), "sources": [s.name for s in recipe.data.sources],
+            "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
+            "total_tokens": tokens_per_step * train.max_steps, "resume_from": str(resume_from) if resume_from else None,
+            "precision": precision, "heldout_sets": list(heldout),
+        }
+
+    if rank_zero:
+        out.mkdir(parents=True, exist_ok=True)
+        save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
+    if resume_from is not None:
+        stream.load_state(resume_from)
+        if rank_zero:
+            print(f"resuming from {resume_from} (sequence {stream.mixer.sequence})", flush=True)
+    if rank_zero:
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision}; "
+              f"{tokens_per_step:,} tokens per step x {train.max_steps} steps", flush=True)
+
+    logger = JsonlLogger(out / "log.jsonl", tokens_per_step,
+                         lambda step: stream.state_before(step * sequences_per_step)["emitted"])
+    callbacks = [logger]
+    monitor = None
+    if heldout:
+        monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps,
+                                    recipe.monitor.max_length or recipe.data.seq_len, logger)
+        callbacks.append(monitor)
+    if train.tensorboard:
+        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
+    scheduler, scheduler_kwargs = {
+        "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),
+        "linear": ("linear", {}),
+        "constant": ("constant_with_warmup", {}),
+    }[train.lr_scheduler]
+    targs = TrainingArguments(
+        output_dir=str(ckpt_dir),
+        max_steps=train.max_steps,
+        per_device_train_batch_size=train.per_device_batch_size,
+        gradient_accumulation_steps=train.gradient_accumulation_steps,
+        learning_rate=train.learning_rate,
+        lr_scheduler_type=scheduler,
+        lr_scheduler_kwargs=scheduler_kwargs,
+        warmup_steps=train.warmup_steps,
+        adam_beta1=train.adam_beta1,
+        adam_beta2=train.adam_beta2,
+        adam_epsilon=train.adam_epsilon,
+        weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm,
+        gradient_checkpointing=train.gradient_checkpointing,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        logging_steps=train.logging_steps,
+        save_strategy="steps",
+        save_steps=train.save_steps,
+        save_total_limit=train.save_total_limit,
+        seed=train.seed,
+        report_to=["tensorboard"] if train.tensorboard else [],
+        use_cpu=not torch.cuda.is_available(),
+        ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
+        dataloader_num_workers=0,  # the stream tracks its position in this process
+        deepspeed=train.deepspeed,
+        fsdp=train.fsdp or "",
+        fsdp_config=train.fsdp_config,
+        disable_tqdm=not rank_zero,
+        use_cache=False,  # also lets transformers see packed documents in restarting position ids
+    )
+    trainer = YunshanTrainer(
+        model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
+        callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step,
+    )
+    if monitor is not None:
+        monitor.trainer = trainer
+    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+
+    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
+    trained_sequences = trainer.state.global_step * sequences_per_step
+    if rank_zero:
+        final = trainer.accelerator.unwrap_model(trainer.model)
+        if recipe.lora.enabled:
+            final.save_pretrained(out / "adapter")
+            final = final.merge_and_unload()
+        final.config.use_cache = True
+        final.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
+        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        if monitor is not None:
+            summary["bpc"] = monitor.history
+        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}")
+        summary.update({"data_report": report, "curves": str(plot), "seconds": time.time() - started})
+        print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
+              flush=True)
+    trainer.accelerator.wait_for_everyone()
+    return summary
+
+
+def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int) -> dict:
+    """Tokens per source actually trained on (exact, from the stream state at the last step), documents read and
+    drops per reason (as read so far), the seed and the source definitions."""
+    state = stream.state_before(trained_sequences)
+    live = stream.mixer.report()
+    total = sum(state["emitted"].values()) or 1
+    sources = {}
+    for source in recipe.data.sources:
+        name = source.name
+        sources[name] = {
+            "weight": live["sources"][name]["weight"],
+            "tokens_trained": state["emitted"][name],
+            "token_share": state["emitted"][name] / total,
+            "documents_read": live["sources"][name]["documents_read"],
+            "epochs_completed": live["sources"][name]["epochs_completed"],
+            "dropped": live["sources"][name]["dropped"],
+            "path": source.path if source.path is not None else source.dataset,
+        }
+    return {
+        "steps": steps,
+        "sequences": trained_sequences,
+        "seq_len": recipe.data.seq_len,
+        "tokens_trained": sum(state["emitted"].values()),
+        "tokens_per_step": tokens_per_step,
+        "seed": recipe.data.seed,
+        "on_bad_record": recipe.data.on_bad_record,
+        "dedup": recipe.data.dedup,
+        "document_mask": recipe.data.document_mask,
+        "sources": sources,
+    }
+

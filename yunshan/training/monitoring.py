@@ -1,0 +1,204 @@
+"""Watching a training run: the forgetting monitor (bits per character on held-out general and domain text), the
+JSONL log (loss, lr, tokens/s, tokens seen per source) and the final plot of loss and bits-per-character curves.
+
+Bits per character, not token perplexity: a model whose tokenizer grew cuts the same text into fewer tokens, so
+per-token figures are not comparable before and after; bits per character are (sum of token NLL in bits over the
+whole text / number of Unicode characters).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+
+def read_heldout(paths: list[str], max_chars: int) -> list[str]:
+    """Documents of held-out text files (blank-line separated paragraphs; .jsonl: the `text` field), at most
+    `max_chars` characters in all (whole documents, in file order)."""
+    docs, total = [], 0
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"held-out file {path} does not exist")
+        raw = p.read_text(encoding="utf-8")
+        if p.suffix == ".jsonl":
+            items = [json.loads(line)["text"] for line in raw.splitlines() if line.strip()]
+        else:
+            items = [part.strip("\n") for part in raw.split("\n\n") if part.strip()]
+        for text in items:
+            if total >= max_chars:
+                return docs
+            docs.append(text)
+            total += len(text)
+    if not docs:
+        raise ValueError(f"held-out files {paths} hold no text")
+    return docs
+
+
+@torch.no_grad()
+def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
+                       batch_size: int = 8) -> dict:
+    """Bits per character (and per byte) of `texts` under `model`.
+
+    Every token of a text is scored once: a text longer than `max_length` is read in windows that advance by
+    `stride` (default max_length // 2) and score only the tokens not yet scored, each with at least
+    max_length - stride tokens of context. Each text starts after a separator (BOS if the tokenizer has one, else
+    EOS), so its first token is scored too.
+    """
+    stride = stride or max(1, max_length // 2)
+    sep = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    windows = []  # (ids, number of leading positions not scored)
+    chars = bytes_ = 0
+    for text in texts:
+        ids = [sep] + tokenizer(text, add_special_tokens=False)["input_ids"]
+        chars += len(text)
+        bytes_ += len(text.encode("utf-8"))
+        scored_until = 1  # position 0 (the separator) is context only
+        start = 0
+        while True:
+            end = min(start + max_length, len(ids))
+            windows.append((ids[start:end], scored_until - start))
+            scored_until = end
+            if end == len(ids):
+                break
+            start = end - (max_length - stride)  # keeps max_length - stride tokens of context
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    nll = 0.0
+    tokens = 0
+    windows.sort(key=lambda w: len(w[0]))  # fewer pad tokens per batch
+    for i in range(0, len(windows), batch_size):
+        batch = windows[i : i + batch_size]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.zeros(len(batch), width, dtype=torch.long)
+        attention = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, (ids, _) in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention[row, : len(ids)] = 1
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False).logits
+        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        target = input_ids[:, 1:].to(device)
+        token_nll = -logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        for row, (ids, skip) in enumerate(batch):
+            # logits[t] predicts ids[t + 1]; score targets at positions >= max(skip, 1).
+            first = max(skip, 1) - 1
+            nll += token_nll[row, first : len(ids) - 1].sum().item()
+            tokens += len(ids) - 1 - first
+    if was_training:
+        model.train()
+    bits = nll / math.log(2)
+    return {"bpc": bits / chars, "bits_per_byte": bits / bytes_, "tokens": tokens, "chars": chars,
+            "tokens_per_char": tokens / chars}
+
+
+class ForgettingMonitor(TrainerCallback):
+    """Every `every_steps` steps (and before the first), bits per character on held-out general and domain
+    text, logged next to the loss."""
+
+    def __init__(self, tokenizer, heldout: dict[str, list[str]], every_steps: int, max_length: int, logger=None):
+        self.tokenizer = tokenizer
+        self.heldout = heldout  # name -> documents
+        self.every_steps = every_steps
+        self.max_length = max_length
+        self.logger = logger
+        self.history: list[dict] = []
+        self.trainer = None
+
+    def measure(self, model, step: int) -> dict:
+        row = {"step": step}
+        for name, docs in self.heldout.items():
+            row[f"bpc_{name}"] = bits_per_character(model, self.tokenizer, docs, self.max_length)["bpc"]
+        self.history.append(row)
+        if self.logger is not None:
+            self.logger.write({"event": "bpc", **row})
+        return row
+
+    def _model(self, kwargs):
+        model = kwargs["model"]
+        return self.trainer.accelerator.unwrap_model(model) if self.trainer is not None else model
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not any(r["step"] == state.global_step for r in self.history):
+            row = self.measure(self._model(kwargs), state.global_step)
+            if state.is_world_process_zero:
+                print(_format_bpc(row), flush=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.every_steps and state.global_step % self.every_steps == 0 or state.global_step == state.max_steps:
+            if any(r["step"] == state.global_step for r in self.history):
+                return
+            row = self.measure(self._model(kwargs), state.global_step)
+            if state.is_world_process_zero:
+                print(_format_bpc(row), flush=True)
+
+
+def _format_bpc(row: dict) -> str:
+    parts = [f"{k[4:]} {v:.4f}" for k, v in row.items() if k.startswith("bpc_")]
+    return f"[step {row['step']}] bits/char: " + ", ".join(parts)
+
+
+class JsonlLogger(TrainerCallback):
+    """Appends every Trainer log (plus tokens/s and tokens seen per source) to a JSONL file."""
+
+    def __init__(self, path: Path, tokens_per_step: int, tokens_by_source=None):
+        self.path = Path(path)
+        self.tokens_per_step = tokens_per_step
+        self.tokens_by_source = tokens_by_source  # callable(step) -> {source: tokens} or None
+        self.last = None
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last = (time.time(), state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        now, step = time.time(), state.global_step
+        record = {"event": "train" if "loss" in logs else "log", "step": step, **logs}
+        if self.last is not None and step > self.last[1]:
+            record["tokens_per_s"] = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
+        record["tokens_seen"] = step * self.tokens_per_step
+        if self.tokens_by_source is not None:
+            try:
+                record["tokens_by_source"] = self.tokens_by_source(step)
+            except RuntimeError:
+                pass
+        self.last = (now, step)
+        self.write(record)
+
+
+def plot_curves(log_path: Path, out_png: Path, title: str) -> Path | None:
+    """Loss and bits-per-character curves from the JSONL log, as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]
+    train = [(r["step"], r["loss"]) for r in records if r.get("event") == "train" and "loss" in r]
+    bpc = [r for r in records if r.get("event") == "bpc"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        axes[0].plot(*zip(*train), color="tab:blue")
+    axes[0].set(title="training loss", xlabel="step", ylabel="loss (nats/token)")
+    names = sorted({k for r in bpc for k in r if k.startswith("bpc_")})
+    for name in names:
+        pts = [(r["step"], r[name]) for r in bpc if name in r]
+        axes[1].plot(*zip(*pts), marker="o", label=name[4:])
+    axes[1].set(title="held-out bits per character", xlabel="step", ylabel="bits / char")
+    if names:
+        axes[1].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    return out_png
