@@ -1,6 +1,10 @@
 """Test-wide settings: offline HF (set before any HF import), deterministic torch, 2 CPU threads."""
 
 import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/fixtures.py
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

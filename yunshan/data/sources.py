@@ -136,7 +136,8 @@ def open_binary(path: str, compression: str | None):
     if compression == "zst":
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+        # Line iteration needs a buffered reader on top of zstd's raw stream reader.
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
     return open(path, "rb")
 
 

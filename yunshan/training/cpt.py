@@ -178,7 +178,7 @@ def run_cpt(recipe, dry_run: bool = False) -> dict:
         adam_epsilon=train.adam_epsilon,
         weight_decay=train.weight_decay,
         max_grad_norm=train.max_grad_norm,
-        gradient_checkpointing=train.gradient_checkpointing,
+        activation_checkpointing=train.gradient_checkpointing,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         logging_steps=train.logging_steps,

@@ -1,0 +1,164 @@
+"""Corpus sources: every format reads the same records; bad records fail with file/line/field or are counted."""
+
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from yunshan.data.mixing import SourceStream
+from yunshan.data.sources import BadRecordError, SourceArgs, read_file_records, resolve_files
+
+TEXTS = ["第一篇 文档", "second document", "third, with \"quotes\"\nand a newline", "四"]
+
+
+def words(texts):
+    return [[len(w) for w in t.split()] + [0] for t in texts]
+
+
+def all_texts(args: SourceArgs):
+    stream = SourceStream(args, lambda ts: [[ord(c) for c in t] for t in ts], seed=0, on_bad_record="skip")
+    stream.args.shuffle = False
+    stream._load_block()
+    return ["".join(map(chr, d)) for d in stream.block], stream
+
+
+@pytest.fixture
+def corpus_files(tmp_path):
+    records = [{"text": t, "id": i} for i, t in enumerate(TEXTS)]
+    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    (tmp_path / "c.jsonl").write_bytes(jsonl)
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress(jsonl))
+    (tmp_path / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(jsonl))
+    (tmp_path / "c.json").write_text(json.dumps(records, ensure_ascii=False))
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "c.parquet", row_group_size=2)
+    import csv
+
+    with open(tmp_path / "c.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["id", "text"])
+        w.writeheader()
+        for r in records:
+            w.writerow(r)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["c.jsonl", "c.jsonl.gz", "c.jsonl.zst", "c.json", "c.parquet", "c.csv"])
+def test_every_format_reads_the_same_texts(corpus_files, name):
+    texts, _ = all_texts(SourceArgs(name="x", path=str(corpus_files / name), shuffle=False))
+    assert texts == TEXTS
+
+
+def test_txt_documents_by_paragraph_line_and_file(tmp_path):
+    (tmp_path / "a.txt").write_text("one\ntwo lines\n\n\nthree\n\nfour", encoding="utf-8")
+    by_par, _ = all_texts(SourceArgs(name="x", path=str(tmp_path / "a.txt"), shuffle=False))
+    by_line, _ = all_texts(SourceArgs(name="x", path=str(tmp_path / "a.txt"), shuffle=False, txt_document="line"))
+    whole, _ = all_texts(SourceArgs(name="x", path=str(tmp_path / "a.txt"), shuffle=False, txt_document="file"))
+    assert by_par == ["one\ntwo lines", "three", "four"]
+    assert by_line == ["one", "two lines", "three", "four"]
+    assert whole == ["one\ntwo lines\n\n\nthree\n\nfour"]
+
+
+def test_folders_and_globs_resolve_sorted(corpus_files):
+    assert resolve_files(SourceArgs(name="x", path=str(corpus_files / "c.jsonl*"))) == [
+        str(corpus_files / n) for n in ("c.jsonl", "c.jsonl.gz", "c.jsonl.zst")]
+    assert len(resolve_files(SourceArgs(name="x", path=str(corpus_files)))) == 6
+
+
+def test_resume_positions_continue_exactly(corpus_files):
+    for name in ("c.jsonl", "c.jsonl.gz", "c.jsonl.zst", "c.parquet", "c.csv", "c.json"):
+        args = SourceArgs(name="x", path=str(corpus_files / name))
+        path = str(corpus_files / name)
+        items = list(read_file_records(path, args, {}))
+        for k in range(len(items)):
+            rest = [r.text for r, _ in read_file_records(path, args, items[k][1])]
+            assert rest == [r.text for r, _ in items[k + 1 :]], (name, k)
+
+
+BAD_LINES = [
+    (b'{"text": "fine"}\n', None, None),
+    (b'{"text": "unterminated\n', "malformed_json", None),
+    (b'{"body": "no text field"}\n', "missing_field", "text"),
+    (b'{"text": 42}\n', "non_string_field", "text"),
+    (b'{"text": "   "}\n', "empty_text", "text"),
+    (b'{"text": "bad \xff byte"}\n', "invalid_utf8", None),
+    (b'{"text": "also fine"}\n', None, None),
+]
+
+
+def test_bad_records_fail_with_file_line_and_field(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(line for line, _, _ in BAD_LINES))
+    for skip_first in range(1, 6):  # each bad kind in turn is the first one met
+        kept = [line for i, (line, _, _) in enumerate(BAD_LINES) if i == 0 or i >= skip_first]
+        path.write_bytes(b"".join(kept))
+        reason, field = BAD_LINES[skip_first][1], BAD_LINES[skip_first][2]
+        stream = SourceStream(SourceArgs(name="legal", path=str(path)), words, seed=0)
+        with pytest.raises(BadRecordError) as err:
+            stream._load_block()
+        message = str(err.value)
+        assert f"{path}:2" in message and reason in message and "legal" in message
+        if field:
+            assert f"field {field!r}" in message
+        assert "on_bad_record: skip" in message
+
+
+def test_invalid_utf8_reports_the_byte_offset(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"text": "ok"}\n{"text": "x\xffy"}\n')
+    stream = SourceStream(SourceArgs(name="s", path=str(path)), words, seed=0)
+    with pytest.raises(BadRecordError, match=r"bad.jsonl:2: invalid_utf8 \(invalid UTF-8 at byte offset 26"):
+        stream._load_block()
+
+
+def test_skip_policy_counts_every_reason(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(line for line, _, _ in BAD_LINES) + b'{"text": "fine"}\n')
+    texts, stream = all_texts(SourceArgs(name="s", path=str(path), shuffle=False))
+    assert texts == ["fine", "also fine", "fine"]
+    assert {k: v for k, v in stream.stats.items() if k.startswith("bad:")} == {
+        "bad:malformed_json": 1, "bad:missing_field": 1, "bad:non_string_field": 1, "bad:empty_text": 1,
+        "bad:invalid_utf8": 1}
+
+
+def test_dedup_and_filter_are_counted(tmp_path):
+    path = tmp_path / "d.jsonl"
+    rows = [{"text": "same", "lang": "zh"}, {"text": "same", "lang": "zh"}, {"text": "other", "lang": "en"},
+            {"text": "third", "lang": "zh"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stream = SourceStream(SourceArgs(name="s", path=str(path), shuffle=False, filter={"lang": "zh"}), words,
+                          seed=0, dedup=True)
+    stream._load_block()
+    assert len(stream.block) == 2
+    assert stream.stats["duplicate"] == 1 and stream.stats["filtered"] == 1
+
+
+def test_missing_empty_and_unknown_files_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_files(SourceArgs(name="s", path=str(tmp_path / "nope.jsonl")))
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="empty.jsonl is empty"):
+        resolve_files(SourceArgs(name="s", path=str(tmp_path / "empty.jsonl")))
+    (tmp_path / "data.xml").write_text("<a/>")
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        resolve_files(SourceArgs(name="s", path=str(tmp_path / "data.xml")))
+    with pytest.raises(ValueError, match="exactly one of `path` or `dataset`"):
+        SourceArgs(name="s")
+
+
+def test_only_bad_records_is_a_clear_error(tmp_path):
+    path = tmp_path / "allbad.jsonl"
+    path.write_text('{"x": 1}\n{"x": 2}\n')
+    stream = SourceStream(SourceArgs(name="s", path=str(path)), words, seed=0, on_bad_record="skip")
+    with pytest.raises(ValueError, match="no usable documents.*bad:missing_field"):
+        stream.next_piece(10)
+
+
+def test_datasets_sources_saved_folder_and_resume(tmp_path):
+    import datasets
+
+    ds = datasets.Dataset.from_list([{"text": f"doc {i}"} for i in range(10)])
+    ds.save_to_disk(tmp_path / "saved")
+    texts, _ = all_texts(SourceArgs(name="hf", dataset=str(tmp_path / "saved"), shuffle=False))
+    assert texts == [f"doc {i}" for i in range(10)]
