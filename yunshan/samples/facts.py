@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from . import lexicon as lx
 from .lexicon import cn_numeral
 
 
@@ -577,8 +578,9 @@ _ZH_VARIANTS: dict[str, tuple[str, ...]] = {
     "约需": ("{t}约需{v}", "{t}大约需要{v}"),
 }
 _EN_VARIANTS: dict[str, tuple[str, ...]] = {
-    "is": ("{t} is {v}", "{t} is {v}", "by definition, {t} is {v}"),
-    "are": ("{t} are {v}", "{t} are {v}", "by definition, {t} are {v}"),
+    # "is defined as" only reads well for definitions, so is/are variants apply to reversible (definitional) kinds.
+    "is": ("{t} is {v}", "{t} is {v}", "{t} is defined as {v}"),
+    "are": ("{t} are {v}", "{t} are {v}", "{t} are defined as {v}"),
     "equals": ("{t} equals {v}", "{t} equals {v}", "to get {t}, take {v}"),
     "reports": ("{t} reports {v}", "{t} reports {v}", "{t} is the statement that reports {v}"),
     "requires": ("{t} requires {v}", "{t} requires {v}", "under {t}, the rule is {v}"),
@@ -591,6 +593,8 @@ def render_fact(rng: random.Random, fact: Fact, lang: str) -> str:
         variants = _ZH_VARIANTS.get(fact.zh_rel, ("{t}{r}{v}",))
         return rng.choice(variants).format(t=fact.zh_term, r=fact.zh_rel, v=fact.zh_value)
     variants = _EN_VARIANTS.get(fact.en_rel, ("{t} {r} {v}",))
+    if fact.en_rel in ("is", "are") and not KINDS[fact.kind].reverse:
+        variants = ("{t} {r} {v}",)
     return rng.choice(variants).format(t=fact.en_term, r=fact.en_rel, v=fact.en_value)
 
 
@@ -615,3 +619,12 @@ def say_fact(rng: random.Random, fact: Fact, lang: str, person: str, year: int, 
     s = render_fact(rng, fact, lang)
     frames = _ZH_FRAMES if lang == "zh" else _EN_FRAMES
     return rng.choice(frames).format(s=s, S=_cap(s), p=person, y=year, c=city, o=org)
+
+
+def state_fact(rng: random.Random, fact: Fact, lang: str) -> str:
+    """`say_fact` with a random person, year, city and organisation drawn from the lexicon."""
+    if lang == "zh":
+        return say_fact(rng, fact, lang, lx.zh_person(rng), rng.randint(2012, 2024), rng.choice(lx.ZH_CITIES),
+                        lx.zh_org(rng))
+    return say_fact(rng, fact, lang, lx.en_person(rng), rng.randint(2012, 2024), rng.choice(lx.EN_CITIES),
+                    lx.en_org(rng))

@@ -8,6 +8,7 @@ nothing to run on its own.
 
 from __future__ import annotations
 
+import datetime
 import random
 
 # ---------------------------------------------------------------------------------------------- Chinese people
@@ -219,3 +220,62 @@ def fmt_money(x: float) -> str:
 def fmt_pct(x: float) -> str:
     """A signed-free percentage with two decimals: 0.1234 -> '12.34%'."""
     return f"{x * 100:.2f}%"
+
+
+# ---------------------------------------------------------------------------------------------- firms and orgs
+_ZH_FIRM_WORDS = ("天健", "立信", "中汇", "信永", "致同", "大信", "容诚", "中兴", "华兴", "永拓", "众华", "中审",
+                  "亚太", "中勤", "华普", "天职", "利安", "北斗", "金诚", "德衡", "汇业", "锦天", "君合", "中伦",
+                  "国浩", "大成", "环球", "海华", "通力", "竞天", "康达", "天元", "观韬", "炜衡", "浩天", "安杰")
+
+
+def zh_auditor(rng: random.Random) -> str:
+    """An audit firm name such as 华兴会计师事务所（特殊普通合伙）."""
+    return rng.choice(_ZH_FIRM_WORDS) + rng.choice(("", "永信", "华明", "正信", "恒通")) + "会计师事务所（特殊普通合伙）"
+
+
+def zh_law_firm(rng: random.Random) -> str:
+    """A law firm name such as 北京君合律师事务所."""
+    return rng.choice(ZH_CITIES) + rng.choice(_ZH_FIRM_WORDS) + rng.choice(("", "正和", "明理", "恒信")) + "律师事务所"
+
+
+def en_firm(rng: random.Random, kind: str = "audit") -> str:
+    """An English professional firm: audit ('... & Co. LLP') or law ('... LLP')."""
+    a, b = rng.sample(EN_LAST, 2)
+    return f"{a} {b} & Co. LLP" if kind == "audit" else f"{a} & {b} LLP"
+
+
+def zh_org(rng: random.Random) -> str:
+    """A Chinese organisation used as a neutral source in sentences (a firm, an association, a school)."""
+    return rng.choice((
+        lambda: zh_auditor(rng), lambda: zh_law_firm(rng), lambda: rng.choice(ZH_CITIES) + "市注册会计师协会",
+        lambda: rng.choice(ZH_CITIES) + rng.choice(("财经", "政法", "工商", "经贸")) + "学院",
+        lambda: rng.choice(ZH_CITIES) + "市律师协会", lambda: zh_company(rng),
+    ))()
+
+
+def en_org(rng: random.Random) -> str:
+    """An English organisation used as a neutral source in sentences."""
+    return rng.choice((
+        lambda: en_firm(rng, "audit"), lambda: en_firm(rng, "law"), lambda: en_company(rng),
+        lambda: f"the {rng.choice(EN_CITIES)} Institute of {rng.choice(('Accountants', 'Finance', 'Law'))}",
+        lambda: f"the {rng.choice(EN_CITIES)} Bar Association",
+    ))()
+
+
+def weekday_after(ymd: tuple[int, int, int], days: int = 1) -> tuple[int, int, int]:
+    """The date `days` calendar days after `ymd`, moved forward to a Monday-Friday (for trading/record dates)."""
+    d = datetime.date(*ymd) + datetime.timedelta(days=days)
+    while d.weekday() >= 5:
+        d += datetime.timedelta(days=1)
+    return d.year, d.month, d.day
+
+
+def add_days(ymd: tuple[int, int, int], days: int) -> tuple[int, int, int]:
+    """Calendar arithmetic on (year, month, day)."""
+    d = datetime.date(*ymd) + datetime.timedelta(days=days)
+    return d.year, d.month, d.day
+
+
+def days_between(a: tuple[int, int, int], b: tuple[int, int, int]) -> int:
+    """Number of days from a to b."""
+    return (datetime.date(*b) - datetime.date(*a)).days
