@@ -163,7 +163,9 @@ def criminal_case(rng: random.Random, crime: str | None = None) -> CriminalCase:
         amount = int(low * (top / low) ** rng.random()) // 10 * 10 + rng.choice((0, 0, 10, 30))
         amount = max(amount, low)
     if crime == "盗窃":
-        item, unit, _, _ = rng.choice(_ITEMS)
+        # an item that can plausibly be worth the amount (a phone is not worth 300,000 yuan)
+        fits = [it for it in _ITEMS if it[2] <= amount <= it[3]] or [("黄金首饰", "批", 0, 0), ("现金及财物", "宗", 0, 0)]
+        item, unit, _, _ = rng.choice(fits)
         place = _place(rng)
         mode = rng.randrange(3)
         if mode == 0:
@@ -497,17 +499,26 @@ _ZH_ASK = {"是指": ("请问什么是{t}？", "{t}是什么意思？", "经常�
            "不得超过": ("{t}最长可以是多久？", "{t}有上限吗？"),
            "，处": ("{t}，会受到什么处罚？", "{t}，法律怎么处罚？"),
            "，由": ("{t}，应该去哪个法院起诉？", "{t}，由哪里的法院管辖？")}
-_ZH_SITUATIONS = ("我{y}年借给朋友{a}元，到现在还没还。", "我和公司因为工资的事情闹了矛盾。", "我在网上买东西被骗了{a}元。",
-                  "我和房东因为押金的问题发生了纠纷。", "我父亲去年去世了，家里因为房子的事有争议。", "我被公司辞退了，没有任何补偿。",
-                  "我和供货商签了合同，对方迟迟不发货。", "邻居装修把我家的墙弄坏了。", "我朋友因为打架被派出所带走了。",
-                  "我在公司做了{n}年，最近公司要和我解除劳动合同。", "我误把{a}元转给了一个陌生人。", "我开店的时候签了一份格式合同。")
+# Situations a client opens with, by code of the fact asked about, so the story fits the question.
+_ZH_SITUATIONS = {
+    "civil": ("我{y}年借给朋友{a}元，到现在还没还。", "我和房东因为押金的问题发生了纠纷。", "我父亲去年去世了，家里因为房子的事有争议。",
+              "我和供货商签了合同，对方迟迟不发货。", "邻居装修把我家的墙弄坏了。", "我误把{a}元转给了一个陌生人。",
+              "我开店的时候签了一份格式合同。", "我在二手平台上买了一辆车，卖家说车不是他的。"),
+    "procedure": ("我想起诉欠我{a}元的朋友。", "我和一家外地公司有合同纠纷，准备打官司。", "一审判决下来了，我觉得不公平。",
+                  "法院判了对方还钱，可对方一直不给。"),
+    "labor": ("我和公司因为工资的事情闹了矛盾。", "我被公司辞退了，没有任何补偿。", "我在公司做了{n}年，最近公司要和我解除劳动合同。",
+              "公司经常让我们加班，但是不给加班费。", "我刚入职，公司说试用期要半年。"),
+    "criminal": ("我朋友因为打架被派出所带走了。", "我在网上买东西被骗了{a}元。", "我亲戚在单位拿了公家的钱，现在被调查了。",
+                 "我家的电动车被偷了，小偷已经抓到了。", "我弟弟喝了酒开车被交警查了。"),
+}
 
 
 def consultation_turn(rng: random.Random, fact: Fact) -> tuple[str, str]:
     """A client question about `fact` and a lawyer's answer that states it (Chinese)."""
     asks = _ZH_ASK.get(fact.zh_rel, ("请问{t}{r}什么？", "关于{t}，法律是怎么规定的？"))
-    situation = rng.choice(_ZH_SITUATIONS).format(y=rng.randint(2015, 2024), a=rng.randint(2, 500) * 100,
-                                                 n=rng.randint(2, 20)) if rng.random() < 0.6 else ""
+    code = fact.article[0] if fact.article else "civil"
+    situation = rng.choice(_ZH_SITUATIONS[code]).format(y=rng.randint(2015, 2024), a=rng.randint(2, 500) * 100,
+                                                        n=rng.randint(2, 20)) if rng.random() < 0.6 else ""
     q = situation + rng.choice(asks).format(t=fact.zh_term, r=fact.zh_rel)
     cite = _cite(fact)
     a = (rng.choice(("您好，", "你好，", "", "这个问题很常见。")) + (f"根据{cite}的规定，" if cite and rng.random() < 0.7 else "")
