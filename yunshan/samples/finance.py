@@ -226,6 +226,15 @@ _ZH_STRATEGY = ("创新驱动", "质量为本", "客户至上", "精益管理", 
 _ZH_REGIONS = ("华东", "华南", "华北", "华中", "西南", "西北", "东北", "海外", "长三角", "珠三角", "京津冀", "成渝")
 
 
+def _disclaimer(rng: random.Random, short: str) -> str:
+    """The standard statement that opens an announcement; real ones vary in wording and name the issuer."""
+    return rng.choice((
+        "{s}及董事会全体成员保证信息披露的内容真实、准确、完整，没有虚假记载、误导性陈述或重大遗漏。",
+        "{s}董事会及全体董事保证本公告内容不存在任何虚假记载、误导性陈述或者重大遗漏，并对其内容的真实性、准确性和完整性承担法律责任。",
+        "本公司（{s}）及董事会全体成员保证公告内容真实、准确和完整，并对公告中的虚假记载、误导性陈述或者重大遗漏承担责任。",
+    )).format(s=short)
+
+
 def _zh_company_bits(rng: random.Random) -> tuple[str, str, str]:
     full = lx.zh_company(rng)
     return full, lx.zh_short_name(full), lx.stock_code(rng)
@@ -266,7 +275,7 @@ def _zh_profile(rng: random.Random, short: str, ind: str) -> str:
     products = "、".join(rng.sample(("高端", "智能", "新型", "节能型", "定制化", "模块化", "精密", "环保型"), 2))
     return (f"{short}主要从事{ind}相关产品的研发、生产和销售，主要产品包括{products}{ind}产品及配套服务，"
             f"产品广泛应用于{'、'.join(rng.sample(('工业制造', '消费电子', '基础设施', '医疗健康', '交通运输', '能源电力', '现代农业'), 3))}等领域。"
-            + "".join(rng.sample(_ZH_MODES, 3)))
+            + f"{short}的经营模式如下：" + "；".join(m.rstrip("。") for m in rng.sample(_ZH_MODES, 3)) + "。")
 
 
 def _split(rng: random.Random, total: int, n: int) -> list[int]:
@@ -321,8 +330,8 @@ def _zh_report(rng: random.Random, focus: list[Fact]) -> str:
     roe = fin.net / avg_eq * 100 if avg_eq else 0.0
     updown = lambda x: f"增长{x:.2f}%" if x >= 0 else f"下降{-x:.2f}%"  # noqa: E731
     sections = [
-        ("重要提示", rng.choice(("本年度报告摘要来自年度报告全文，为全面了解本公司的经营成果、财务状况及未来发展规划，投资者应当到证券监管机构指定媒体仔细阅读年度报告全文。",
-                             "本摘要内容摘自年度报告全文，投资者欲了解详细内容，应当仔细阅读同时刊载的年度报告全文。"))
+        ("重要提示", rng.choice((f"本年度报告摘要来自{short}{year}年年度报告全文，为全面了解本公司的经营成果、财务状况及未来发展规划，投资者应当到证券监管机构指定媒体仔细阅读年度报告全文。",
+                             f"本摘要内容摘自{short}{year}年年度报告全文，投资者欲了解详细内容，应当仔细阅读同时刊载于{rng.choice(('巨潮资讯网', '上海证券交易所网站', '深圳证券交易所网站'))}的年度报告全文。"))
          + f"{lx.zh_auditor(rng)}为本公司出具了标准无保留意见的审计报告。" + state_fact(rng, _fact("无保留意见"), "zh")),
         ("主要会计数据和财务指标（单位：元）", "\n".join((
             f"营业收入{_yuan(fin.revenue)}，上年同期{_yuan(fin.prev_revenue)}，同比{updown(chg_rev)}；",
@@ -364,10 +373,11 @@ def _zh_report(rng: random.Random, focus: list[Fact]) -> str:
                          f"公司拟以总股本{fin.shares:,}股为基数，向全体股东每10股派发现金红利{per10 / 100:.2f}元（含税），"
                          f"共计派发现金红利{_yuan(fin.shares // 10 * per10)}元，占本年度净利润的{_pct(fin.shares // 10 * per10, fin.net)}，"
                          "本年度不送红股，不以资本公积金转增股本。该预案尚需提交股东大会审议。"))
+    risks = rng.sample(("宏观经济波动", "行业政策变化", "原材料价格波动", "汇率变动", "市场竞争加剧", "技术迭代", "应收账款回收"), 3)
     sections.append(("风险提示", rng.choice((
-        "公司可能面临宏观经济波动、行业政策变化、原材料价格波动和汇率变动等风险，敬请投资者注意投资风险。",
-        "本报告涉及的未来计划等前瞻性陈述不构成公司对投资者的实质承诺，请投资者注意投资风险。",
-        "公司将持续关注市场变化，加强应收账款管理和存货管理，防范经营风险。"))))
+        f"{short}可能面临{'、'.join(risks)}等风险，敬请投资者注意投资风险。",
+        f"本报告涉及的{year + 1}年经营计划等前瞻性陈述不构成{short}对投资者的实质承诺，请投资者注意{risks[0]}等风险。",
+        f"{short}将持续关注{risks[0]}和{risks[1]}等因素的变化，加强应收账款管理和存货管理，防范经营风险。"))))
     lines = [f"{full}{year}年年度报告摘要", f"证券代码：{code}　证券简称：{short}"]
     for i, (title, body) in enumerate(sections, 1):
         lines += [f"{lx.cn_numeral(i)}、{title}", body]
@@ -409,9 +419,9 @@ def _zh_motion_body(rng: random.Random, motion: str, full: str, year: int, fin_n
         return f"公司拟为全资子公司{lx.zh_company(rng, listed=False)}向银行申请的{rng.randint(1, 50) * 1000}万元贷款提供连带责任保证担保。"
     if "临时股东大会" in motion:
         return f"公司定于{lx.fmt_zh_date(lx.zh_date(rng, (year, year)))}在{full}会议室召开临时股东大会，审议本次董事会提交的相关议案。"
-    return rng.choice(("董事会认为，该事项有利于提升公司治理水平，符合公司和全体股东的利益。",
-                       "该报告客观反映了公司本年度的经营情况和财务状况。",
-                       "本议案尚需提交公司股东大会审议。"))
+    return rng.choice((f"董事会认为，该事项有利于提升{full}的治理水平，符合公司和全体股东的利益。",
+                       f"该报告客观反映了公司{year}年度的经营情况和财务状况。",
+                       f"本议案尚需提交公司{year}年年度股东大会审议。"))
 
 
 def _zh_board(rng: random.Random, focus: list[Fact]) -> str:
@@ -425,7 +435,7 @@ def _zh_board(rng: random.Random, focus: list[Fact]) -> str:
     shares = rng.randint(20_000, 400_000) * 10_000
     parts = [f"证券代码：{code}　证券简称：{short}　公告编号：{year}-{rng.randint(1, 120):03d}",
              f"{full}第{lx.cn_numeral(session)}届董事会第{lx.cn_numeral(meeting)}次会议决议公告",
-             "本公司及董事会全体成员保证信息披露的内容真实、准确、完整，没有虚假记载、误导性陈述或重大遗漏。",
+             _disclaimer(rng, short),
              "一、董事会会议召开情况",
              f"{full}（以下简称“公司”）第{lx.cn_numeral(session)}届董事会第{lx.cn_numeral(meeting)}次会议通知于{lx.fmt_zh_date(d1)}以"
              f"{rng.choice(('电子邮件', '书面送达', '电话及邮件'))}方式发出，会议于{lx.fmt_zh_date(d2)}在公司会议室以"
@@ -442,7 +452,7 @@ def _zh_board(rng: random.Random, focus: list[Fact]) -> str:
         else:
             parts.append(f"表决结果：同意{n}票，反对0票，弃权0票。")
     parts.append("董事会秘书就相关事项作出说明：" + _facts_zh(rng, focus[:rng.randint(1, 3)]))
-    parts.append("三、备查文件\n经与会董事签字并加盖董事会印章的董事会决议。")
+    parts.append(f"三、备查文件\n经与会董事签字并加盖董事会印章的第{lx.cn_numeral(session)}届董事会第{lx.cn_numeral(meeting)}次会议决议。")
     parts.append(f"{full}董事会\n{lx.fmt_zh_date(d2)}")
     return "\n".join(parts)
 
@@ -458,7 +468,7 @@ def _zh_dividend(rng: random.Random, focus: list[Fact]) -> str:
     total_cents = shares // 10 * per10_cents
     parts = [f"证券代码：{code}　证券简称：{short}　公告编号：{year + 1}-{rng.randint(1, 120):03d}",
              f"{full}{year}年年度权益分派实施公告",
-             "本公司及董事会全体成员保证信息披露的内容真实、准确、完整，没有虚假记载、误导性陈述或重大遗漏。",
+             _disclaimer(rng, short),
              "一、股东大会审议通过利润分配方案的情况",
              f"公司{year}年年度利润分配方案已获{lx.fmt_zh_date(lx.add_days(rec, -rng.randint(10, 40)))}召开的{year}年年度股东大会审议通过。",
              "二、权益分派方案",
@@ -472,7 +482,8 @@ def _zh_dividend(rng: random.Random, focus: list[Fact]) -> str:
              f"本次分派对象为截至{lx.fmt_zh_date(rec)}下午证券交易所收市后，在证券登记结算机构登记在册的本公司全体股东。",
              "五、有关税收的说明",
              state_fact(rng, _fact("利息、股息、红利所得适用的个人所得税税率"), "zh")
-             + "公司将按照有关规定代扣代缴个人所得税，持股期限超过一年的，股息红利所得暂免征收个人所得税。",
+             + f"{short}将按照有关规定代扣代缴个人所得税，持股期限超过一年的，股息红利所得暂免征收个人所得税；"
+               f"持股一个月以内的，实际每10股派发现金{per10_cents / 100 * 0.8:.2f}元。",
              "六、咨询机构",
              f"咨询地址：{lx.zh_address(rng)}；咨询联系人：{lx.zh_person(rng)}；咨询电话：0{rng.randint(10, 999)}-{rng.randint(2000000, 89999999)}。"]
     parts.append("附注：" + _facts_zh(rng, focus[:rng.randint(1, 2)] + [_fact("股息率")]))
@@ -497,7 +508,7 @@ def _zh_forecast(rng: random.Random, focus: list[Fact]) -> str:
     shares_wan = rng.randint(20_000, 400_000)
     parts = [f"证券代码：{code}　证券简称：{short}　公告编号：{year}-{rng.randint(1, 120):03d}",
              f"{full}{year}年{period[0]}业绩预告",
-             "本公司及董事会全体成员保证信息披露的内容真实、准确、完整，没有虚假记载、误导性陈述或重大遗漏。",
+             _disclaimer(rng, short),
              "一、本期业绩预计情况",
              f"1. 业绩预告期间：{year}年{period[1]}。",
              f"2. 预计的经营业绩：{'同向上升' if up else '同向下降'}。归属于上市公司股东的净利润为{lo:,}万元至{hi:,}万元，"
@@ -505,9 +516,10 @@ def _zh_forecast(rng: random.Random, focus: list[Fact]) -> str:
              f"3. 基本每股收益预计为{lo / shares_wan:.4f}元/股至{hi / shares_wan:.4f}元/股（按总股本{shares_wan:,}万股计算）。"
              if rng.random() < 0.5 else "3. 本次业绩预告未经注册会计师预审计。",
              "二、业绩变动原因说明",
-             "".join(f"（{lx.cn_numeral(i)}）{r}。" for i, r in enumerate(rng.sample(reasons, rng.randint(2, 3)), 1)),
+             "".join(f"（{lx.cn_numeral(i)}）{r}，对净利润的影响约为{rng.randint(300, 30000):,}万元。"
+                     for i, r in enumerate(rng.sample(reasons, rng.randint(2, 3)), 1)),
              "三、其他相关说明",
-             "本次业绩预告是公司财务部门初步测算的结果，具体财务数据以公司披露的定期报告为准。" + _facts_zh(
+             f"本次业绩预告是{short}财务部门初步测算的结果，具体财务数据以公司披露的{year}年{period[0]}报告为准。" + _facts_zh(
                  rng, _pick_facts(rng, focus, ("净利润", "每股收益", "利润总额", "利润表"), rng.randint(1, 3))),
              f"{full}董事会\n{lx.fmt_zh_date(lx.zh_date(rng, (year, year)))}"]
     return "\n".join(parts)
@@ -564,8 +576,8 @@ def _zh_market(rng: random.Random, focus: list[Fact]) -> str:
     parts.append(f"{firm}首席分析师{analyst}表示，{rng.choice(('当前市场估值处于历史中枢附近', '短期市场情绪有所修复', '市场仍处于震荡筑底阶段', '增量资金入市节奏有待观察'))}，"
                  f"建议投资者{rng.choice(('关注业绩确定性较强的龙头公司', '控制仓位、均衡配置', '关注高股息资产的配置价值', '把握结构性机会'))}。"
                  + _facts_zh(rng, fs))
-    parts.append(rng.choice(("风险提示：以上内容仅供参考，不构成投资建议。", "市场有风险，投资需谨慎。",
-                             "本文观点仅代表分析师个人意见，不构成任何投资建议。")))
+    parts.append(rng.choice((f"风险提示：以上内容由{firm}研究所整理，仅供参考，不构成投资建议。", "市场有风险，投资需谨慎。",
+                             f"本文观点仅代表分析师{analyst}个人意见，不构成任何投资建议。")))
     return "\n".join(parts)
 
 
@@ -589,14 +601,15 @@ def _zh_exam(rng: random.Random, focus: list[Fact]) -> str:
     for i, f in enumerate(fs, 1):
         parts.append(f"考点{lx.cn_numeral(i)}：{f.zh_term}")
         parts.append(state_fact(rng, f, "zh") + rng.choice((
-            "", f"考生在答题时要注意区分{f.zh_term}与相近概念。", "这是历年考试中的高频考点。",
-            f"记忆口诀：抓住“{f.zh_term}”四个字的关键含义。" if len(f.zh_term) == 4 else "建议结合教材例题加以理解。")))
+            "", f"考生在答题时要注意区分{f.zh_term}与相近概念。", f"{f.zh_term}在{rng.randint(2012, 2024)}年的考试中以{rng.choice(('单选题', '多选题', '判断题', '计算题'))}形式出现过。",
+            f"本考点约占本章分值的{rng.randint(5, 30)}%。")))
     for _ in range(rng.choice((1, 1, 2))):
         f, q, a = worked_example(rng, "zh")
         parts.append(f"【例题】{q}")
         parts.append(f"【解析】{a}")
-    parts.append(rng.choice(("【小结】本讲内容较为基础，但在考试中分值不低，务必熟练掌握。",
-                             "【提示】以上考点请结合真题反复练习。", "【备考建议】先理解概念，再通过计算题巩固。")))
+    parts.append(rng.choice((f"【小结】本讲{len(fs)}个考点较为基础，但在考试中分值不低，务必熟练掌握。",
+                             f"【提示】以上考点请结合{rng.randint(2015, 2024)}年真题反复练习。",
+                             f"【备考建议】建议用{rng.randint(1, 5)}天时间先理解概念，再通过计算题巩固。")))
     return "\n".join(parts)
 
 

@@ -260,12 +260,15 @@ def judgment_reasoning(case: CriminalCase) -> str:
         parts.append(f"按照《示范量刑指导意见》，故意伤害致一人{'轻伤一级的以十四个月' if case.base == 14 else '轻伤二级的以八个月'}"
                      f"有期徒刑为量刑起点，确定基准刑为{case.base}个月。" + _fact("故意伤害他人身体致人轻伤的").zh + "。")
     for f in case.factors:
-        parts.append({"自首": "被告人犯罪以后自动投案，如实供述自己的罪行，是自首。", "坦白": "被告人到案后如实供述自己的罪行，系坦白。",
-                      "退赃谅解": "被告人已退赔被害人损失并取得谅解。", "累犯": "被告人在刑罚执行完毕以后五年以内再犯应当判处有期徒刑以上刑罚之罪，是累犯。",
-                      "从犯": "被告人在共同犯罪中起次要作用，是从犯。"}[f] + _fact(_ADJ_FACT[f]).zh + "。")
+        d = case.defendant
+        parts.append({"自首": f"被告人{d}犯罪以后自动投案，如实供述自己的罪行，是自首。",
+                      "坦白": f"被告人{d}到案后如实供述自己的罪行，系坦白。",
+                      "退赃谅解": f"被告人{d}已退赔被害人损失并取得被害人{case.victim}的谅解。",
+                      "累犯": f"被告人{d}在刑罚执行完毕以后五年以内再犯应当判处有期徒刑以上刑罚之罪，是累犯。",
+                      "从犯": f"被告人{d}在共同犯罪中起次要作用，是从犯。"}[f] + _fact(_ADJ_FACT[f]).zh + "。")
     if case.factors:
         pct = sum(ADJUSTMENTS[f] for f in case.factors)
-        parts.append(f"综合上述情节，调节比例合计为{pct:+d}%，宣告刑为{case.months}个月。")
+        parts.append(f"综合被告人{case.defendant}的上述情节，调节比例合计为{pct:+d}%，宣告刑为{case.months}个月。")
     parts.append(f"依照{article_title('criminal', case.article)}之规定，判决如下：被告人{case.defendant}犯{case.crime}罪，判处"
                  f"{case.term_zh}，并处罚金人民币{max(1000, case.months * 1000)}元。")
     return "".join(parts)
@@ -309,7 +312,9 @@ def _civil_loan(rng: random.Random) -> str:
             f"审理法院：{court}。",
             f"原告诉讼请求：判令被告偿还借款本金{rest}元及借期内利息{interest}元，合计{claim}元，并承担本案诉讼费用。",
             f"法院查明：{lx.fmt_zh_date(lent)}，被告向原告借款{principal}元，约定年利率{rate}%，借期{months}个月，于{lx.fmt_zh_date(due)}前还清。"
-            f"原告当日通过银行转账交付了借款。" + (f"借款到期后，被告仅归还本金{repaid}元，余款经原告催要未还。" if repaid else "借款到期后，被告未归还任何款项。")
+            f"原告当日通过{rng.choice(('银行转账', '手机银行', '现金'))}交付了借款{principal}元。"
+            + (f"借款到期后，被告仅归还本金{repaid}元，余款经原告{rng.randint(2, 9)}次催要未还。" if repaid
+               else f"借款到期后，被告经原告{rng.randint(2, 9)}次催要，未归还任何款项。")
             + f"原告于{lx.fmt_zh_date(filed)}向本院提起诉讼。"]
     if late:
         holding = (f"本院认为，{_fact('向人民法院请求保护民事权利的诉讼时效期间').zh}。本案借款于{lx.fmt_zh_date(due)}到期，原告在此后三年内未向被告主张权利，"
@@ -344,7 +349,7 @@ def _civil_sale(rng: random.Random) -> str:
             f"法院查明：{lx.fmt_zh_date(signed)}，原、被告签订《{goods}购销合同》，约定原告向被告供应{goods}{qty}吨，单价{unit}元，"
             f"总价款{total}元，被告应于{lx.fmt_zh_date(due)}前付清货款，逾期付款的，每日按未付款的万分之{lx.cn_numeral(daily)}支付违约金。"
             f"原告依约交付了全部货物，被告已付款{paid}元，尚欠{unpaid}元。截至起诉之日，被告逾期付款{days}日。",
-            f"本院认为，双方签订的买卖合同合法有效。被告未按约定支付货款，构成违约。{_fact('违约金').zh}。"
+            f"本院认为，原、被告于{lx.fmt_zh_date(signed)}签订的{goods}购销合同合法有效，被告未按约定支付货款{unpaid}元，构成违约。{_fact('违约金').zh}。"
             f"按照合同约定计算，违约金为{unpaid}×{daily}÷10000×{days}={penalty}元。"]
     if excessive:
         text.append(f"被告主张约定的违约金过高。{_fact('认定违约金过分高于造成的损失的一般标准').zh}。原告的实际损失按年利率4%计算为{loss}元，"
@@ -398,7 +403,7 @@ def _civil_labor(rng: random.Random) -> str:
     total = comp * (2 if unlawful else 1) + ot_pay
     lines = [f"{worker}与{employer}劳动争议案", f"原告（劳动者）：{worker}。被告（用人单位）：{employer}。审理法院：{court}。",
              f"法院查明：原告于{lx.fmt_zh_date(lx.zh_date(rng, (2005, 2020)))}入职被告处，离职前十二个月平均工资为{wage}元，在被告处工作"
-             f"{years}年{months}个月。被告{'以原告不能胜任工作为由，未经法定程序' if unlawful else '因经营调整，与原告协商一致'}解除了劳动合同。"
+             f"{years}年{months}个月。{lx.fmt_zh_date(lx.zh_date(rng, (2021, 2024)))}，被告{'以原告不能胜任工作为由，未经法定程序' if unlawful else '因经营调整，与原告协商一致'}解除了劳动合同。"
              + (f"另查明，原告在职期间工作日延长工作时间{ot_hours}小时，被告未支付加班工资。" if ot_hours else ""),
              f"本院认为，{_fact('经济补偿').zh}。原告工作年限为{years}年{months}个月，应按{sev:g}个月计算，经济补偿为{sev:g}×{wage}={comp}元。"]
     if unlawful:
@@ -419,7 +424,7 @@ def _civil_enrichment(rng: random.Random) -> str:
     fee = court_fee(amount)
     return "\n".join((
         f"{p}与{d}不当得利纠纷案", f"原告：{p}。被告：{d}。审理法院：{court}。",
-        f"法院查明：{lx.fmt_zh_date(when)}，原告在通过手机银行向他人转账时误将{amount}元转入被告账户。原告发现后多次联系被告要求返还，被告以"
+        f"法院查明：{lx.fmt_zh_date(when)}，原告在通过手机银行向他人转账时误将{amount}元转入被告账户。原告发现后{rng.randint(2, 30)}日内{rng.randint(2, 8)}次联系被告要求返还，被告以"
         f"{rng.choice(('款项已经花掉', '不认识原告', '该款系他人还款'))}为由拒不返还。",
         f"本院认为，{_fact('不当得利').zh}。被告取得上述{amount}元没有法律根据，原告因此受到损失，被告应当返还。"
         f"{_fact('举证责任').zh}，被告未能证明其取得该款项具有合法依据。",
@@ -464,27 +469,29 @@ def _zh_criminal(rng: random.Random, focus: list[Fact]) -> str:
         f"{rng.randint(19, 62)}岁，{rng.choice(('无业', '务工', '个体经营者', '公司职员', '农民'))}。审理法院：{court}。",
         proc + case.facts_text,
         "上述事实，有" + "、".join(rng.sample(_EVIDENCE, rng.randint(3, 6))) + "等证据证实，足以认定。"
-        + rng.choice(("被告人对指控的犯罪事实和罪名均无异议，当庭表示认罪认罚。", "被告人对指控的事实无异议，但辩称其犯罪情节较轻。",
-                      f"辩护人提出被告人系初犯、偶犯，认罪态度较好，建议从轻处罚的辩护意见，本院予以采纳。", "")),
+        + rng.choice((f"被告人{case.defendant}对指控的犯罪事实和罪名均无异议，当庭表示认罪认罚。",
+                      f"被告人{case.defendant}对指控的事实无异议，但辩称其犯罪情节较轻。",
+                      f"辩护人{lx.zh_person(rng)}提出被告人{case.defendant}系初犯、偶犯，认罪态度较好，建议从轻处罚的辩护意见，本院予以采纳。", "")),
         judgment_reasoning(case),
-        rng.choice(("如不服本判决，可在接到判决书的第二日起十日内提出上诉。", "")) + state_fact(rng, focus[0], "zh"),
+        rng.choice((f"如不服本判决，可在接到判决书的第二日起十日内，通过本院或者直接向{court[:court.index('市') + 1]}中级人民法院提出上诉。", ""))
+        + state_fact(rng, focus[0], "zh"),
     ))
 
 
 _CIVIL = (_civil_loan, _civil_sale, _civil_lease, _civil_labor, _civil_enrichment)
 
 
-_DEFENCES = ("被告辩称，双方之间的款项已经部分结清，原告主张的数额过高，请求法院依法驳回原告的部分诉讼请求。",
-             "被告辩称，其因经营困难暂时无力支付，愿意分期履行，请求法院酌情处理。",
-             "被告未到庭应诉，亦未提交书面答辩意见，本院依法缺席审理。",
-             "被告对原告主张的基本事实无异议，但认为违约责任的计算标准过高。",
-             "被告辩称，原告提交的证据不足以证明其主张，请求驳回原告的诉讼请求。")
+_DEFENCES = ("被告辩称，双方之间的款项已于{y}年部分结清，原告主张的数额过高，请求法院依法驳回原告的部分诉讼请求。",
+             "被告辩称，其自{y}年{k}月起经营困难，暂时无力支付，愿意分{n}期履行，请求法院酌情处理。",
+             "被告经本院传票传唤，于{y}年{n}月{k}日开庭时未到庭应诉，亦未提交书面答辩意见，本院依法缺席审理。",
+             "被告对原告主张的基本事实无异议，但认为违约责任的计算标准过高，应以不超过{n}个月的利息为限。",
+             "被告辩称，原告于{y}年提交的{n}份证据不足以证明其主张，请求驳回原告的诉讼请求。")
 _CIVIL_EVIDENCE = ("合同原件", "银行转账凭证", "催款通知", "聊天记录", "收据", "送货单", "对账单", "录音资料", "证人证言")
 
 
 def _zh_civil(rng: random.Random, focus: list[Fact]) -> str:
     lines = rng.choice(_CIVIL)(rng).split("\n")
-    extra = [rng.choice(_DEFENCES),
+    extra = [rng.choice(_DEFENCES).format(y=rng.randint(2016, 2024), n=rng.randint(2, 12), k=rng.randint(1, 28)),
              "原告为证明其主张，提交了" + "、".join(rng.sample(_CIVIL_EVIDENCE, rng.randint(2, 4))) + "等证据，被告对证据的真实性"
              + rng.choice(("无异议", "有异议但未提供反驳证据", "部分认可")) + "，本院予以确认。"]
     at = next(i for i, line in enumerate(lines) if line.startswith("法院查明"))
@@ -501,16 +508,21 @@ _ZH_ASK = {"是指": ("请问什么是{t}？", "{t}是什么意思？", "经常�
            "，由": ("{t}，应该去哪个法院起诉？", "{t}，由哪里的法院管辖？")}
 # Situations a client opens with, by code of the fact asked about, so the story fits the question.
 _ZH_SITUATIONS = {
-    "civil": ("我{y}年借给朋友{a}元，到现在还没还。", "我和房东因为押金的问题发生了纠纷。", "我父亲去年去世了，家里因为房子的事有争议。",
-              "我和供货商签了合同，对方迟迟不发货。", "邻居装修把我家的墙弄坏了。", "我误把{a}元转给了一个陌生人。",
-              "我开店的时候签了一份格式合同。", "我在二手平台上买了一辆车，卖家说车不是他的。"),
-    "procedure": ("我想起诉欠我{a}元的朋友。", "我和一家外地公司有合同纠纷，准备打官司。", "一审判决下来了，我觉得不公平。",
-                  "法院判了对方还钱，可对方一直不给。"),
-    "labor": ("我和公司因为工资的事情闹了矛盾。", "我被公司辞退了，没有任何补偿。", "我在公司做了{n}年，最近公司要和我解除劳动合同。",
-              "公司经常让我们加班，但是不给加班费。", "我刚入职，公司说试用期要半年。"),
-    "criminal": ("我朋友因为打架被派出所带走了。", "我在网上买东西被骗了{a}元。", "我亲戚在单位拿了公家的钱，现在被调查了。",
-                 "我家的电动车被偷了，小偷已经抓到了。", "我弟弟喝了酒开车被交警查了。"),
+    "civil": ("我{y}年借给朋友{a}元，到现在还没还。", "我和房东因为{a}元押金的问题发生了纠纷。",
+              "我父亲{y}年去世了，家里因为一套{n}0平方米的房子有争议。", "我{y}年和供货商签了{a}元的合同，对方迟迟不发货。",
+              "邻居{y}年装修把我家的墙弄坏了，修好要{a}元。", "我误把{a}元转给了一个陌生人。",
+              "我{y}年开店的时候签了一份格式合同，违约金高达{a}元。", "我在二手平台上花{a}元买了一辆车，卖家说车不是他的。"),
+    "procedure": ("我想起诉欠我{a}元的朋友。", "我和一家外地公司有{a}元的合同纠纷，准备打官司。",
+                  "一审判决{n}天前下来了，我觉得不公平。", "法院{y}年判了对方还我{a}元，可对方一直不给。"),
+    "labor": ("我和公司因为{a}元工资的事情闹了矛盾。", "我在公司干了{n}年，被辞退了，没有任何补偿。",
+              "我在公司做了{n}年，最近公司要和我解除劳动合同。", "公司上个月让我们加班{n}0个小时，但是不给加班费。",
+              "我{y}年刚入职，公司说试用期要{n}个月。"),
+    "criminal": ("我朋友{y}年因为打架被派出所带走了。", "我在网上买东西被骗了{a}元。", "我亲戚在单位拿了公家的{a}元，现在被调查了。",
+                 "我家价值{a}元的电动车被偷了，小偷已经抓到了。", "我弟弟喝了酒开车被交警查了，酒精含量{n}0毫克。"),
 }
+
+
+_ADVICE_EVIDENCE = ("聊天记录", "转账凭证", "合同原件", "收据", "录音", "照片", "证人联系方式", "工资条", "借条")
 
 
 def consultation_turn(rng: random.Random, fact: Fact) -> tuple[str, str]:
@@ -522,9 +534,11 @@ def consultation_turn(rng: random.Random, fact: Fact) -> tuple[str, str]:
     q = situation + rng.choice(asks).format(t=fact.zh_term, r=fact.zh_rel)
     cite = _cite(fact)
     a = (rng.choice(("您好，", "你好，", "", "这个问题很常见。")) + (f"根据{cite}的规定，" if cite and rng.random() < 0.7 else "")
-         + fact.zh + "。" + rng.choice((
-             "建议您保留好相关证据，如聊天记录、转账凭证、合同等。", "如果协商不成，可以依法向人民法院起诉。",
-             "具体还要结合案件的详细情况判断，必要时可以委托律师处理。", "请注意在法定期限内主张权利。", "")))
+         + fact.zh + rng.choice((
+             "。建议您尽快整理好{e1}和{e2}等证据，先与对方协商{n}天左右。", "。如果{n}天内协商不成，可以依法向{c}的人民法院起诉。",
+             "，具体还要结合{e1}等材料判断，必要时可以委托律师处理，咨询费一般在{m}元左右。", "，请注意在法定期限内主张权利，最好在{n}天内行动。",
+             "。")).format(e1=(ev := rng.sample(_ADVICE_EVIDENCE, 2))[0], e2=ev[1], n=rng.randint(3, 30), c=rng.choice(lx.ZH_CITIES),
+                         m=rng.randint(2, 20) * 100))
     return q, a
 
 
@@ -560,7 +574,8 @@ def _en_statute(rng: random.Random, focus: list[Fact]) -> str:
     idx = [n for n, _ in arts].index(f0.article[1]) if f0 else rng.randrange(len(arts))
     k = rng.randint(3, 8)
     lo = max(0, min(idx - rng.randint(0, k - 1), len(arts) - k))
-    lines = [f"{CODES[code][1]} (excerpt; a synthetic model code written for training samples)"]
+    lines = [f"{CODES[code][1]}, Articles {arts[lo][0]}-{arts[min(lo + k, len(arts)) - 1][0]} (a synthetic model code written "
+             "for training samples)"]
     for n, text in arts[lo:lo + k]:
         lines.append(f"Article {n}. {text}")
     return "\n".join(lines)
@@ -597,9 +612,10 @@ _EN_ASK = {"is": ("What is {t}?", "Could you explain {t}?", "I keep hearing abou
 def consultation_turn_en(rng: random.Random, fact: Fact) -> tuple[str, str]:
     """English counterpart of `consultation_turn`."""
     q = rng.choice(_EN_ASK.get(fact.en_rel, ("What does the law say about {t}?",))).format(t=fact.en_term)
-    a = rng.choice(("", "Good question. ", "In short: ")) + fact.en + ". " + rng.choice((
-        "Keep the contracts, receipts and messages as evidence.", "If negotiation fails you can sue in a people's court.",
-        "The details of your case matter, so consider instructing a lawyer.", ""))
+    a = rng.choice(("", "In short: ")) + fact.en + ". " + rng.choice((
+        f"Keep the {rng.choice(('contract', 'receipts', 'messages', 'bank records'))} as evidence and try to settle within {rng.randint(3, 30)} days.",
+        f"If talks fail after {rng.randint(3, 30)} days you can sue in the people's court of {rng.choice(lx.ZH_CITIES)}.",
+        f"The details matter, so consider a consultation; fees are often around {rng.randint(2, 20) * 100} yuan.", ""))
     return q, a.strip()
 
 

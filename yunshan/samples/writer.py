@@ -45,9 +45,19 @@ def build_samples(seed: int = 0, scale: float = 1.0) -> dict[str, OutFile]:
     files: dict[str, OutFile] = {}
     for domain in DOMAINS:
         n = int(DEFAULT_CHARS[domain] * scale)
-        files[f"corpora/{domain}/train.jsonl"] = render_jsonl(list(generate_corpus(domain, seed=seed, n_chars=n)))
-        held = generate_corpus(domain, seed=seed, n_chars=max(1, int(n * HELDOUT_FRACTION)), split="heldout")
-        files[f"heldout/{domain}.txt"] = render_text([d["text"] for d in held])
+        train = list(generate_corpus(domain, seed=seed, n_chars=n))
+        files[f"corpora/{domain}/train.jsonl"] = render_jsonl(train)
+        # The held-out stream is independent, but a short templated document (a statute excerpt, say) can still
+        # come out identical to a training one; drop those so held-out scores never reward memorised documents.
+        seen = {d["text"] for d in train}
+        held, chars = [], 0
+        for d in generate_corpus(domain, seed=seed, n_docs=10**9, split="heldout"):
+            if chars >= max(1, int(n * HELDOUT_FRACTION)):
+                break
+            if d["text"] not in seen:
+                held.append(d["text"])
+                chars += len(d["text"])
+        files[f"heldout/{domain}.txt"] = render_text(held)
     files.update({f"sft/{p}": f for p, f in build_sft(seed, scale).items()})
     eval_files, _ = build_eval(seed)
     files.update({f"eval/{p}": f for p, f in eval_files.items()})
