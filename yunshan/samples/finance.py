@@ -334,14 +334,17 @@ def _zh_report(rng: random.Random, focus: list[Fact]) -> str:
                              f"本摘要内容摘自{short}{year}年年度报告全文，投资者欲了解详细内容，应当仔细阅读同时刊载于{rng.choice(('巨潮资讯网', '上海证券交易所网站', '深圳证券交易所网站'))}的年度报告全文。"))
          + f"{lx.zh_auditor(rng)}为本公司出具了标准无保留意见的审计报告。" + state_fact(rng, _fact("无保留意见"), "zh")),
         ("主要会计数据和财务指标（单位：元）", "\n".join((
+            "（一）利润表主要项目",
             f"营业收入{_yuan(fin.revenue)}，上年同期{_yuan(fin.prev_revenue)}，同比{updown(chg_rev)}；",
             f"营业成本{_yuan(fin.cost)}；毛利{_yuan(fin.gross)}，毛利率{_pct(fin.gross, fin.revenue)}；",
             f"销售费用{_yuan(fin.selling)}，管理费用{_yuan(fin.admin)}，研发费用{_yuan(fin.rnd)}，财务费用{_yuan(fin.finance_cost)}；",
             f"营业利润{_yuan(fin.operating_profit)}；营业外收入{_yuan(fin.nonop_in)}，营业外支出{_yuan(fin.nonop_out)}；",
             f"利润总额{_yuan(fin.total_profit)}；所得税费用{_yuan(fin.income_tax)}（适用税率{fin.tax_rate}%）；",
             f"净利润{_yuan(fin.net)}，上年同期{_yuan(fin.prev_net)}，同比{updown(chg_net)}；",
-            f"基本每股收益{fin.eps:.4f}元/股；加权平均净资产收益率{roe:.2f}%；",
-            f"经营活动产生的现金流量净额{_yuan(fin.op_cash)}；",
+            f"基本每股收益{fin.eps:.4f}元/股；加权平均净资产收益率{roe:.2f}%。",
+            "（二）现金流量表主要项目",
+            f"经营活动产生的现金流量净额{_yuan(fin.op_cash)}。",
+            f"（三）资产负债表主要项目（{year}年12月31日）",
             f"资产总额{_yuan(fin.assets)}，负债总额{_yuan(fin.liabilities)}，归属于上市公司股东的净资产{_yuan(fin.equity)}，"
             f"资产负债率{_pct(fin.liabilities, fin.assets)}，流动比率{fin.current_assets / fin.current_liabilities:.2f}，"
             f"速动比率{(fin.current_assets - fin.inventory) / fin.current_liabilities:.2f}。"))),
@@ -629,12 +632,14 @@ def _en_report(rng: random.Random, focus: list[Fact]) -> str:
              f"{m(fin.rnd)} and finance costs {m(fin.finance_cost)}. Operating profit came to {m(fin.operating_profit)}; "
              f"after non-operating income of {m(fin.nonop_in)} and non-operating expenses of {m(fin.nonop_out)}, total "
              f"profit was {m(fin.total_profit)}.",
-             f"Income tax expense at a {fin.tax_rate}% rate was {m(fin.income_tax)}, so net profit was {m(fin.net)}, "
+             f"Income statement: income tax expense at a {fin.tax_rate}% rate was {m(fin.income_tax)}, so net profit was {m(fin.net)}, "
              f"{ud(chg_net)}. Basic earnings per share were {fin.eps:.4f} yuan.",
-             f"At year end total assets stood at {m(fin.assets)} and total liabilities at {m(fin.liabilities)}, giving "
+             f"Balance sheet: at year end total assets stood at {m(fin.assets)} and total liabilities at {m(fin.liabilities)}, giving "
              f"owners' equity of {m(fin.equity)} and a debt-to-asset ratio of {_pct(fin.liabilities, fin.assets)}. The "
-             f"current ratio was {fin.current_assets / fin.current_liabilities:.2f}. Net cash from operating activities "
-             f"was {m(fin.op_cash)}."]
+             f"current ratio was {fin.current_assets / fin.current_liabilities:.2f}, so the balance sheet "
+             f"{rng.choice(('remains strong', 'is conservatively geared', 'carries moderate leverage', 'has room for new borrowing'))}. "
+             f"Cash flow statement: net cash from operating activities was {m(fin.op_cash)}, "
+             f"{'above' if fin.op_cash > fin.net else 'below'} net profit of {m(fin.net)}."]
     ceo = lx.en_person(rng)
     parts.append(f"\"{rng.choice(('We delivered', 'The team achieved', 'We are pleased with'))} "
                  f"{rng.choice(('steady progress', 'a resilient performance', 'solid growth'))} in a "

@@ -594,11 +594,12 @@ def _en_case(rng: random.Random, focus: list[Fact]) -> str:
              f"{months} months and did not repay.",
              f"The plaintiff claimed the principal and interest of {principal:,} x {rate}% x {months}/12 = {interest:,} yuan."]
     if late:
-        lines.append("The claim was filed more than three years after the loan fell due and the defendant raised the "
-                     "limitation defence. " + _fact("向人民法院请求保护民事权利的诉讼时效期间").en + ". The claim was dismissed.")
+        lines.append("The claim was filed more than three years after the loan fell due and the defendant pleaded the "
+                     "statute of limitations. " + _fact("向人民法院请求保护民事权利的诉讼时效期间").en + ". The claim was dismissed.")
     else:
-        lines.append(f"The court held that the loan was valid and ordered the defendant to pay {principal + interest:,} yuan "
-                     "within ten days. " + _fact("举证责任").en + ".")
+        lines.append(f"The claim was brought within the statute of limitations, {rng.randint(2, 30)} months after the due "
+                     f"date. The court held that the loan was valid and ordered the defendant to pay "
+                     f"{principal + interest:,} yuan within ten days. " + _fact("举证责任").en + ".")
     lines.append("Comment: " + " ".join(state_fact(rng, f, "en") for f in focus[:rng.randint(1, 3)]))
     return "\n".join(lines)
 
