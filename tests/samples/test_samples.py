@@ -310,7 +310,8 @@ def test_heldout_shares_no_documents_and_few_sentences_with_training(tree):
         return any(t in s and v in s for t, v in pairs)
 
     # Fact statements recur on purpose (they are the knowledge to learn); everything else should not.
-    limits = {"general": 0.15, "finance": 0.15, "legal": 0.22}
+    # Announcements keep some formulaic lines (motion titles, vote counts), as real ones do.
+    limits = {"general": 0.15, "finance": 0.18, "legal": 0.2}
     for domain in DOMAINS:
         train = [d["text"] for d in _train_docs(tree, domain)]
         held = _heldout_docs(tree, domain)

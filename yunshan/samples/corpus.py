@@ -23,9 +23,9 @@ DOMAINS = ("general", "finance", "legal")
 SPLITS = ("train", "heldout")
 ZH_SHARE = 0.7
 # Characters per domain at scale 1.0 (the shipped tree); generate_corpus uses them when no size is given.
-DEFAULT_CHARS = {"general": 600_000, "finance": 500_000, "legal": 500_000}
+DEFAULT_CHARS = {"general": 550_000, "finance": 600_000, "legal": 500_000}
 HELDOUT_FRACTION = 0.1
-_FOCUS = 6  # facts handed to each document; generators state at least the first one
+_FOCUS = 10  # facts handed to each document; generators state at least the first one
 _GENERATORS = {"general": general_document, "finance": finance_document, "legal": legal_document}
 
 

@@ -297,8 +297,10 @@ def _zh_cashflow(rng: random.Random, fin: Financials) -> str:
     total = fin.op_cash + inv + fund
     return (f"经营活动产生的现金流量净额为{_yuan(fin.op_cash)}元，投资活动产生的现金流量净额为{_yuan(inv)}元，"
             f"筹资活动产生的现金流量净额为{_yuan(fund)}元，现金及现金等价物净{'增加' if total >= 0 else '减少'}额为{_yuan(abs(total))}元。"
-            + rng.choice(("经营活动现金流量净额与净利润存在差异，主要是应收账款和存货变动所致。",
-                          "投资活动现金流出主要用于新建生产线和购置设备。", "筹资活动现金流量主要为取得借款和分配股利。")))
+            + rng.choice((f"经营活动现金流量净额与净利润存在差异，主要是应收账款{'增加' if rng.random() < 0.5 else '减少'}"
+                          f"{_wan(int(fin.receivables * rng.uniform(0.05, 0.3)))}万元和存货变动所致。",
+                          f"投资活动现金流出主要用于新建{rng.randint(1, 6)}条生产线和购置设备。",
+                          f"筹资活动现金流量主要为取得借款{_wan(abs(fund) + fin.revenue // 50)}万元和分配股利。")))
 
 
 def _zh_holders(rng: random.Random, shares: int) -> str:
@@ -366,7 +368,7 @@ def _zh_report(rng: random.Random, focus: list[Fact]) -> str:
     para.append(f"报告期内，公司实现营业收入{_wan(fin.revenue)}万元，同比{updown(chg_rev)}；实现净利润{_wan(fin.net)}万元，"
                 f"同比{updown(chg_net)}，主要原因是{rng.choice(reasons)}以及{rng.choice(reasons)}。")
     fs = _pick_facts(rng, focus, ("净利润", "毛利", "毛利率", "利润总额", "资产负债率", "流动比率", "速动比率",
-                                  "每股收益", "净资产收益率", "资产负债表", "利润表", "现金流量表"), rng.randint(2, 4))
+                                  "每股收益", "净资产收益率", "资产负债表", "利润表", "现金流量表"), rng.randint(4, 7))
     para.append("关于主要指标的说明：" + _facts_zh(rng, fs)
                 + f"按此口径，本年净利润{_yuan(fin.net)}元等于利润总额{_yuan(fin.total_profit)}元减去所得税费用{_yuan(fin.income_tax)}元。")
     sections.append(("经营情况讨论与分析", "".join(para)))
@@ -443,7 +445,7 @@ def _zh_board(rng: random.Random, focus: list[Fact]) -> str:
              f"{full}（以下简称“公司”）第{lx.cn_numeral(session)}届董事会第{lx.cn_numeral(meeting)}次会议通知于{lx.fmt_zh_date(d1)}以"
              f"{rng.choice(('电子邮件', '书面送达', '电话及邮件'))}方式发出，会议于{lx.fmt_zh_date(d2)}在公司会议室以"
              f"{rng.choice(('现场表决', '通讯表决', '现场结合通讯表决'))}方式召开。会议应出席董事{n}名，实际出席董事{n}名，会议由董事长"
-             f"{lx.zh_person(rng)}主持，公司监事和高级管理人员列席了会议。会议的召集和召开符合有关法律法规和公司章程的规定。",
+             f"{lx.zh_person(rng)}主持，公司监事和高级管理人员列席了会议，会议的召集和召开符合有关法律法规和公司章程的规定。",
              "二、董事会会议审议情况"]
     motions = rng.sample(_ZH_MOTIONS, rng.randint(3, 6))
     for i, m in enumerate(motions, 1):
@@ -454,7 +456,7 @@ def _zh_board(rng: random.Random, focus: list[Fact]) -> str:
             parts.append(f"关联董事{lx.zh_person(rng)}回避表决。表决结果：同意{n - 1}票，反对0票，弃权0票。")
         else:
             parts.append(f"表决结果：同意{n}票，反对0票，弃权0票。")
-    parts.append("董事会秘书就相关事项作出说明：" + _facts_zh(rng, focus[:rng.randint(1, 3)]))
+    parts.append("董事会秘书就相关事项作出说明：" + _facts_zh(rng, focus[:rng.randint(3, 6)]))
     parts.append(f"三、备查文件\n经与会董事签字并加盖董事会印章的第{lx.cn_numeral(session)}届董事会第{lx.cn_numeral(meeting)}次会议决议。")
     parts.append(f"{full}董事会\n{lx.fmt_zh_date(d2)}")
     return "\n".join(parts)
@@ -489,7 +491,7 @@ def _zh_dividend(rng: random.Random, focus: list[Fact]) -> str:
                f"持股一个月以内的，实际每10股派发现金{per10_cents / 100 * 0.8:.2f}元。",
              "六、咨询机构",
              f"咨询地址：{lx.zh_address(rng)}；咨询联系人：{lx.zh_person(rng)}；咨询电话：0{rng.randint(10, 999)}-{rng.randint(2000000, 89999999)}。"]
-    parts.append("附注：" + _facts_zh(rng, focus[:rng.randint(1, 2)] + [_fact("股息率")]))
+    parts.append("附注：" + _facts_zh(rng, focus[:rng.randint(3, 5)] + [_fact("股息率")]))
     parts.append(f"{full}董事会\n{lx.fmt_zh_date(lx.add_days(rec, -3))}")
     return "\n".join(parts)
 
@@ -523,7 +525,7 @@ def _zh_forecast(rng: random.Random, focus: list[Fact]) -> str:
                      for i, r in enumerate(rng.sample(reasons, rng.randint(2, 3)), 1)),
              "三、其他相关说明",
              f"本次业绩预告是{short}财务部门初步测算的结果，具体财务数据以公司披露的{year}年{period[0]}报告为准。" + _facts_zh(
-                 rng, _pick_facts(rng, focus, ("净利润", "每股收益", "利润总额", "利润表"), rng.randint(1, 3))),
+                 rng, _pick_facts(rng, focus, ("净利润", "每股收益", "利润总额", "利润表"), rng.randint(3, 5))),
              f"{full}董事会\n{lx.fmt_zh_date(lx.zh_date(rng, (year, year)))}"]
     return "\n".join(parts)
 
@@ -575,7 +577,7 @@ def _zh_market(rng: random.Random, focus: list[Fact]) -> str:
         f"外汇市场方面，人民币对美元汇率中间价报{rng.uniform(6.3, 7.3):.4f}。")))
     fs = _pick_facts(rng, focus, ("居民消费价格指数", "工业生产者出厂价格指数", "广义货币供应量M2", "狭义货币供应量M1",
                                   "公开市场操作", "贷款市场报价利率", "系统性风险", "市盈率", "主板股票的日涨跌幅限制",
-                                  "通货膨胀", "融资融券"), rng.randint(2, 4))
+                                  "通货膨胀", "融资融券"), rng.randint(4, 6))
     parts.append(f"{firm}首席分析师{analyst}表示，{rng.choice(('当前市场估值处于历史中枢附近', '短期市场情绪有所修复', '市场仍处于震荡筑底阶段', '增量资金入市节奏有待观察'))}，"
                  f"建议投资者{rng.choice(('关注业绩确定性较强的龙头公司', '控制仓位、均衡配置', '关注高股息资产的配置价值', '把握结构性机会'))}。"
                  + _facts_zh(rng, fs))
@@ -600,7 +602,7 @@ _COURSES = {  # subject -> (zh course names, en course name)
 def _zh_exam(rng: random.Random, focus: list[Fact]) -> str:
     subject = rng.choice(_COURSES[focus[0].subject][0])
     parts = [f"《{subject}》考点精讲（第{rng.randint(1, 40)}讲）"]
-    fs = focus[:rng.randint(4, 6)]
+    fs = focus[:rng.randint(6, 10)]
     for i, f in enumerate(fs, 1):
         parts.append(f"考点{lx.cn_numeral(i)}：{f.zh_term}")
         parts.append(state_fact(rng, f, "zh") + rng.choice((
@@ -610,7 +612,7 @@ def _zh_exam(rng: random.Random, focus: list[Fact]) -> str:
         f, q, a = worked_example(rng, "zh")
         parts.append(f"【例题】{q}")
         parts.append(f"【解析】{a}")
-    parts.append(rng.choice((f"【小结】本讲{len(fs)}个考点较为基础，但在考试中分值不低，务必熟练掌握。",
+    parts.append(rng.choice((f"【小结】《{subject}》本讲的{len(fs)}个考点较为基础，但在考试中分值不低，务必熟练掌握。",
                              f"【提示】以上考点请结合{rng.randint(2015, 2024)}年真题反复练习。",
                              f"【备考建议】建议用{rng.randint(1, 5)}天时间先理解概念，再通过计算题巩固。")))
     return "\n".join(parts)
@@ -647,7 +649,7 @@ def _en_report(rng: random.Random, focus: list[Fact]) -> str:
                  f"{ceo}. \"Our priorities for {year + 1} are {rng.choice(('cost discipline', 'new capacity', 'overseas expansion', 'product quality'))} "
                  f"and {rng.choice(('cash generation', 'research', 'customer service', 'digital operations'))}.\"")
     fs = _pick_facts(rng, focus, ("净利润", "毛利", "毛利率", "利润总额", "资产负债率", "流动比率", "每股收益",
-                                  "资产负债表", "利润表", "现金流量表"), rng.randint(2, 4))
+                                  "资产负债表", "利润表", "现金流量表"), rng.randint(4, 7))
     parts.append("Notes on the measures: " + _facts_en(rng, fs))
     per10 = dividend_per10(rng, fin.net, fin.shares)
     if per10:
@@ -690,7 +692,7 @@ def _en_notice(rng: random.Random, focus: list[Fact]) -> str:
                 f"{company} expects net profit for {ymd[0]} of {prev * (100 + lo) // 100} to {prev * (100 + hi) // 100} "
                 f"million yuan, {lo}% to {hi}% above the {prev} million reported a year earlier. The estimate is "
                 "unaudited."]
-    body.append("Background: " + _facts_en(rng, focus[:rng.randint(1, 3)]))
+    body.append("Background: " + _facts_en(rng, focus[:rng.randint(3, 5)]))
     return "\n".join(body)
 
 
@@ -713,7 +715,7 @@ def _en_market(rng: random.Random, focus: list[Fact]) -> str:
                          f"Broad money M2 grew {rng.uniform(7.5, 13.5):.1f}% year on year.",
                          f"The ten-year government bond yield ended at {rng.uniform(2.1, 3.4):.3f}%."))]
     fs = _pick_facts(rng, focus, ("居民消费价格指数", "广义货币供应量M2", "贷款市场报价利率", "系统性风险", "市盈率",
-                                  "通货膨胀", "公开市场操作"), rng.randint(2, 3))
+                                  "通货膨胀", "公开市场操作"), rng.randint(3, 5))
     parts.append(f"{lx.en_person(rng)}, a strategist at {lx.en_company(rng)}, said investors should "
                  f"{rng.choice(('stay diversified', 'favour quality earnings', 'watch liquidity closely', 'keep some cash'))}. "
                  + _facts_en(rng, fs))
@@ -723,7 +725,7 @@ def _en_market(rng: random.Random, focus: list[Fact]) -> str:
 def _en_exam(rng: random.Random, focus: list[Fact]) -> str:
     parts = [f"Study notes: {_COURSES[focus[0].subject][1]}, "
              f"lesson {rng.randint(1, 40)}"]
-    for f in focus[:rng.randint(3, 6)]:
+    for f in focus[:rng.randint(6, 10)]:
         parts.append(f"- {_cap_first(f.en_term)}: " + state_fact(rng, f, "en"))
     if rng.random() < 0.7:
         _, q, a = worked_example(rng, "en")
@@ -738,9 +740,9 @@ def _cap_first(s: str) -> str:
 # ------------------------------------------------------------------------------------------------ entry point
 # (kind, generator, weight): reports are the long documents; weights set the mix of kinds.
 _ZH_KINDS = (("periodic_report", _zh_report, 3), ("board_resolution", _zh_board, 2), ("dividend", _zh_dividend, 1),
-             ("earnings_forecast", _zh_forecast, 1), ("market_commentary", _zh_market, 2), ("exam_notes", _zh_exam, 2))
+             ("earnings_forecast", _zh_forecast, 1), ("market_commentary", _zh_market, 2), ("exam_notes", _zh_exam, 4))
 _EN_KINDS = (("periodic_report", _en_report, 3), ("announcement", _en_notice, 2), ("market_commentary", _en_market, 2),
-             ("exam_notes", _en_exam, 2))
+             ("exam_notes", _en_exam, 3))
 
 
 def finance_document(rng: random.Random, lang: str, focus: list[Fact]) -> tuple[str, str]:

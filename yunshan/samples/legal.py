@@ -451,7 +451,7 @@ def _zh_statute(rng: random.Random, focus: list[Fact]) -> str:
         lines.append(f"第{lx.cn_numeral(n)}条　{text}")
     if rng.random() < 0.5:
         lines.append(rng.choice(("【理解与适用】", "【条文解读】", "【学习提示】")) + "".join(
-            state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]))
+            state_fact(rng, f, "zh") for f in focus[:rng.randint(2, 4)]))
     return "\n".join(lines)
 
 
@@ -474,7 +474,7 @@ def _zh_criminal(rng: random.Random, focus: list[Fact]) -> str:
                       f"辩护人{lx.zh_person(rng)}提出被告人{case.defendant}系初犯、偶犯，认罪态度较好，建议从轻处罚的辩护意见，本院予以采纳。", "")),
         judgment_reasoning(case),
         rng.choice((f"如不服本判决，可在接到判决书的第二日起十日内，通过本院或者直接向{court[:court.index('市') + 1]}中级人民法院提出上诉。", ""))
-        + state_fact(rng, focus[0], "zh"),
+        + "".join(state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]),
     ))
 
 
@@ -497,7 +497,7 @@ def _zh_civil(rng: random.Random, focus: list[Fact]) -> str:
     at = next(i for i, line in enumerate(lines) if line.startswith("法院查明"))
     lines[at:at] = extra  # judgments give the defence and the evidence before the court's findings
     return "\n".join(lines) + "\n" + rng.choice(("【评析】", "【裁判要旨】", "【典型意义】")) + "".join(
-        state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)])
+        state_fact(rng, f, "zh") for f in focus[:rng.randint(2, 4)])
 
 
 # Questions a client would ask, by relation of the fact; the lawyer's answer states the fact.
@@ -556,7 +556,7 @@ def _zh_exam(rng: random.Random, focus: list[Fact]) -> str:
     area = {"civil": "民法", "criminal": "刑法", "procedure": "民事诉讼法", "labor": "劳动法"}
     a0 = focus[0].article[0] if focus[0].article else "civil"
     lines = [f"法律职业资格考试{area[a0]}考点梳理（{rng.randint(1, 60)}）"]
-    for i, f in enumerate(focus[:rng.randint(4, 6)], 1):
+    for i, f in enumerate(focus[:rng.randint(5, 8)], 1):
         lines.append(f"{i}. {f.zh_term}：" + state_fact(rng, f, "zh") + (f"（见{_cite(f)}）" if f.article and rng.random() < 0.6 else ""))
     if rng.random() < 0.6:
         case = criminal_case(rng)
@@ -600,7 +600,7 @@ def _en_case(rng: random.Random, focus: list[Fact]) -> str:
         lines.append(f"The claim was brought within the statute of limitations, {rng.randint(2, 30)} months after the due "
                      f"date. The court held that the loan was valid and ordered the defendant to pay "
                      f"{principal + interest:,} yuan within ten days. " + _fact("举证责任").en + ".")
-    lines.append("Comment: " + " ".join(state_fact(rng, f, "en") for f in focus[:rng.randint(1, 3)]))
+    lines.append("Comment: " + " ".join(state_fact(rng, f, "en") for f in focus[:rng.randint(2, 4)]))
     return "\n".join(lines)
 
 
@@ -630,8 +630,9 @@ def _en_consult(rng: random.Random, focus: list[Fact]) -> str:
 
 def _en_exam(rng: random.Random, focus: list[Fact]) -> str:
     lines = [f"Bar exam notes, unit {rng.randint(1, 50)}"]
-    for f in focus[:rng.randint(3, 6)]:
-        lines.append(f"- {state_fact(rng, f, 'en')}" + (f" (Art. {f.article[1]} of the {CODES[f.article[0]][1]})" if f.article else ""))
+    for f in focus[:rng.randint(5, 8)]:
+        cite = f"Article {f.article[1]} of the {CODES[f.article[0]][1]}: " if f.article and rng.random() < 0.6 else ""
+        lines.append(f"- {cite}{state_fact(rng, f, 'en')}")
     return "\n".join(lines)
 
 
