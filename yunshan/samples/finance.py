@@ -708,7 +708,7 @@ def _en_market(rng: random.Random, focus: list[Fact]) -> str:
     up, dn = rng.sample(_EN_SECTORS, 2), rng.sample(_EN_SECTORS, 2)
     parts = [f"Market wrap, {lx.fmt_en_date(ymd)}",
              f"The Shanghai Composite {mv(c[0])} to {rng.uniform(2600, 3700):.2f}, the Shenzhen Component {mv(c[1])} and "
-             f"the ChiNext index {mv(c[2])}. Turnover was {rng.randint(500, 1900) * 10} billion yuan.",
+             f"the ChiNext index {mv(c[2])}. Turnover was {rng.randint(500, 1900)} billion yuan.",
              f"{up[0].capitalize()} and {up[1]} led gains while {dn[0]} and {dn[1]} lagged.",
              rng.choice((f"Consumer prices rose {rng.uniform(-0.5, 3):.1f}% from a year earlier, data showed.",
                          f"The one-year loan prime rate was left at {rng.uniform(3.1, 4.4):.2f}%.",

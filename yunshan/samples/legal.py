@@ -363,8 +363,9 @@ def _civil_sale(rng: random.Random) -> str:
 def _civil_lease(rng: random.Random) -> str:
     p, d, firm, court = _parties(rng)
     rent = rng.randint(8, 200) * 100
-    months_owed = rng.randint(2, 14)
-    deposit = rent * rng.choice((1, 2, 3))
+    deposit_months = rng.choice((1, 2, 3))
+    months_owed = rng.randint(deposit_months + 1, 14)  # arrears exceed the deposit, or there would be no claim
+    deposit = rent * deposit_months
     owed = rent * months_owed
     net = owed - deposit
     start = lx.zh_date(rng, (2016, 2023))
@@ -474,7 +475,7 @@ def _zh_criminal(rng: random.Random, focus: list[Fact]) -> str:
                       f"辩护人{lx.zh_person(rng)}提出被告人{case.defendant}系初犯、偶犯，认罪态度较好，建议从轻处罚的辩护意见，本院予以采纳。", "")),
         judgment_reasoning(case),
         rng.choice((f"如不服本判决，可在接到判决书的第二日起十日内，通过本院或者直接向{court[:court.index('市') + 1]}中级人民法院提出上诉。", ""))
-        + "".join(state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]),
+        + "\n【相关知识】" + "".join(state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]),
     ))
 
 
@@ -502,7 +503,7 @@ def _zh_civil(rng: random.Random, focus: list[Fact]) -> str:
 
 # Questions a client would ask, by relation of the fact; the lawyer's answer states the fact.
 _ZH_ASK = {"是指": ("请问什么是{t}？", "{t}是什么意思？", "经常听人说{t}，它到底指什么？", "能解释一下{t}吗？"),
-           "为": ("请问{t}是多少？", "{t}是多长？", "想了解一下，{t}是怎么规定的？"),
+           "为": ("请问{t}是多少？", "想了解一下，{t}是怎么规定的？"),
            "不得超过": ("{t}最长可以是多久？", "{t}有上限吗？"),
            "，处": ("{t}，会受到什么处罚？", "{t}，法律怎么处罚？"),
            "，由": ("{t}，应该去哪个法院起诉？", "{t}，由哪里的法院管辖？")}
@@ -528,6 +529,8 @@ _ADVICE_EVIDENCE = ("聊天记录", "转账凭证", "合同原件", "收据", "�
 def consultation_turn(rng: random.Random, fact: Fact) -> tuple[str, str]:
     """A client question about `fact` and a lawyer's answer that states it (Chinese)."""
     asks = _ZH_ASK.get(fact.zh_rel, ("请问{t}{r}什么？", "关于{t}，法律是怎么规定的？"))
+    if fact.kind == "law_period":
+        asks = asks + ("{t}是多长？",)
     code = fact.article[0] if fact.article else "civil"
     situation = rng.choice(_ZH_SITUATIONS[code]).format(y=rng.randint(2015, 2024), a=rng.randint(2, 500) * 100,
                                                         n=rng.randint(2, 20)) if rng.random() < 0.6 else ""
