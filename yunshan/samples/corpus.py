@@ -12,6 +12,7 @@ rotation over the domain's knowledge base, so every fact is stated many times in
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 
 from .facts import Fact, facts
@@ -26,6 +27,7 @@ ZH_SHARE = 0.7
 DEFAULT_CHARS = {"general": 550_000, "finance": 600_000, "legal": 500_000}
 HELDOUT_FRACTION = 0.1
 _FOCUS = 10  # facts handed to each document; generators state at least the first one
+_BLANK_LINES = re.compile(r"\n\s*\n")
 _GENERATORS = {"general": general_document, "finance": finance_document, "legal": legal_document}
 
 
@@ -73,6 +75,8 @@ def generate_corpus(domain: str, lang: str | None = None, seed: int = 0, n_docs:
             # focus[0] walks the whole rotation one fact per document; the others are spread across it.
             focus = [order[(i + j * step) % len(order)] for j in range(_FOCUS)]
             kind, text = gen(rng, doc_lang, focus)
+            # Held-out files separate documents by a blank line, so a document must never contain one.
+            text = _BLANK_LINES.sub("\n", text).strip()
             yield {"id": f"{domain}-{split}-{seed}-{i:07d}", "text": text, "lang": doc_lang, "domain": domain,
                    "kind": kind}
             produced += 1

@@ -474,8 +474,8 @@ def _zh_criminal(rng: random.Random, focus: list[Fact]) -> str:
                       f"被告人{case.defendant}对指控的事实无异议，但辩称其犯罪情节较轻。",
                       f"辩护人{lx.zh_person(rng)}提出被告人{case.defendant}系初犯、偶犯，认罪态度较好，建议从轻处罚的辩护意见，本院予以采纳。", "")),
         judgment_reasoning(case),
-        rng.choice((f"如不服本判决，可在接到判决书的第二日起十日内，通过本院或者直接向{court[:court.index('市') + 1]}中级人民法院提出上诉。", ""))
-        + "\n【相关知识】" + "".join(state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]),
+        rng.choice((f"如不服本判决，可在接到判决书的第二日起十日内，通过本院或者直接向{court[:court.index('市') + 1]}中级人民法院提出上诉。\n", ""))
+        + "【相关知识】" + "".join(state_fact(rng, f, "zh") for f in focus[:rng.randint(1, 3)]),
     ))
 
 
