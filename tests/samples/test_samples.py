@@ -12,7 +12,6 @@ import json
 import re
 import statistics
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

@@ -120,7 +120,7 @@ def financeiq_items(seed: int, seen: set) -> dict[str, dict[str, list[MCItem]]]:
 def _lawbench_mc(item: MCItem) -> str:
     # LawBench writes the options inline after the question: "...?A:xxx;B:xxx;C:xxx;D:xxx。"
     stem = item.question.replace("（ ）", "").rstrip("。：:")
-    return stem + "?" + ";".join(f"{L}:{o}" for L, o in zip(LETTERS, item.options)) + "。"
+    return stem + "?" + ";".join(f"{L}:{o}" for L, o in zip(LETTERS, item.options, strict=True)) + "。"
 
 
 def lawbench_records(seed: int, seen: set) -> tuple[dict[str, list[dict]], dict[str, list[MCItem]]]:
@@ -169,7 +169,7 @@ def lawbench_records(seed: int, seen: set) -> tuple[dict[str, list[dict]], dict[
 
 def jecqa_record(item: MCItem, rid: str, source: int) -> dict:
     """An MC item as a JEC-QA record: {id, statement, option_list, answer, source}."""
-    return {"id": rid, "statement": item.question, "option_list": dict(zip(LETTERS, item.options)),
+    return {"id": rid, "statement": item.question, "option_list": dict(zip(LETTERS, item.options, strict=True)),
             "answer": list(item.answer), "source": source}
 
 

@@ -287,7 +287,7 @@ def _split(rng: random.Random, total: int, n: int) -> list[int]:
 
 def _zh_quarters(rng: random.Random, fin: Financials) -> str:
     revs, nets = _split(rng, fin.revenue, 4), _split(rng, fin.net, 4)
-    rows = [f"第{lx.cn_numeral(i + 1)}季度：营业收入{_wan(r)}，净利润{_wan(n)}；" for i, (r, n) in enumerate(zip(revs, nets))]
+    rows = [f"第{lx.cn_numeral(i + 1)}季度：营业收入{_wan(r)}，净利润{_wan(n)}；" for i, (r, n) in enumerate(zip(revs, nets, strict=True))]
     return "".join(rows) + f"四个季度合计营业收入{_wan(fin.revenue)}万元，净利润{_wan(fin.net)}万元，与年度数据一致。"
 
 

@@ -211,7 +211,7 @@ def legal_messages(rng: random.Random) -> dict:
             f = _related(rng, f)
     else:
         f = rng.choice(LEGAL_FACTS)
-        for t in range(rng.choice((1, 2))):
+        for _ in range(rng.choice((1, 2))):
             q, a = consultation_turn_en(rng, f)
             msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
             f = _related(rng, f)
@@ -265,7 +265,7 @@ def finance_sharegpt(rng: random.Random) -> dict:
     if rng.random() < 0.4:
         conv.append({"from": "system", "value": rng.choice(_FIN_SYSTEMS)})
     lang = "zh" if rng.random() < 0.7 else "en"
-    for t in range(rng.choice((1, 1, 2, 3))):
+    for _ in range(rng.choice((1, 1, 2, 3))):
         r = rng.random()
         if r < 0.55:
             q, a = _fin_concept(rng, rng.choice(FINANCE_FACTS), lang)

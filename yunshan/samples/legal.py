@@ -92,7 +92,7 @@ def guideline_articles() -> list[str]:
     out.append("故意伤害致一人轻伤二级的，以八个月有期徒刑为量刑起点；致一人轻伤一级的，以十四个月有期徒刑为量刑起点。")
     out.append("醉酒驾驶机动车，血液酒精含量每一百毫升八十毫克的，以一个月拘役为量刑起点，每增加四十毫克，增加一个月拘役，最高不超过六个月。")
     out.append("有多个量刑情节的，将各情节的调节比例相加后与基准刑相乘，得出宣告刑。")
-    for k, term in _ADJ_FACT.items():
+    for term in _ADJ_FACT.values():
         out.append(_fact(term).zh + "。")
     return out
 
