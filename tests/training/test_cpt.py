@@ -1,0 +1,230 @@
+"""`yunshan cpt` end to end on tiny models: outputs, token shares, forgetting monitor, exact resume after SIGKILL,
+crash-safe checkpoints, two processes equal one, bad records, LoRA, any HF causal LM, flat memory."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from fixtures import three_source_corpora, train_tokenizer
+from yunshan.recipe import CptRecipe, RecipeError, load_recipe
+from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
+from yunshan.training.cpt import run_cpt
+
+ROOT = Path(__file__).resolve().parents[2]
+YUNSHAN = [sys.executable, "-m", "yunshan.cli"]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cpt")
+    files = three_source_corpora(root / "corpora")
+    tokenizer = train_tokenizer(root / "tok")
+    heldout = root / "heldout.txt"
+    heldout.write_text("\n\n".join(json.loads(l)["text"] for l in open(files["mid"]).readlines()[-10:]))
+    return root, files, tokenizer, heldout
+
+
+def recipe_dict(setup, out, **training):
+    root, files, _, heldout = setup
+    return {
+        "model": {"preset": "tiny", "config_overrides": {"hidden_size": 32, "intermediate_size": 64,
+                                                         "num_hidden_layers": 2, "aug_reduction": 4}},
+        "tokenizer": {"path": str(root / "tok")},
+        "data": {"seq_len": 64, "block_size": 64, "sources": [
+            {"name": "short", "path": str(files["short"]), "weight": 0.25},
+            {"name": "mid", "path": str(files["mid"]), "weight": 0.25},
+            {"name": "long", "path": str(files["long"]), "weight": 0.5}]},
+        "training": {"output_dir": str(out), "max_steps": 24, "per_device_batch_size": 4, "learning_rate": 3e-3,
+                     "save_steps": 8, "logging_steps": 4, "warmup_steps": 2, **training},
+        "monitor": {"every_steps": 8, "general": [str(heldout)], "domain": [str(heldout)], "max_chars": 3000},
+    }
+
+
+def write_recipe(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path
+
+
+def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
+    out = tmp_path / "run"
+    summary = run_cpt(load_recipe(CptRecipe, data=recipe_dict(setup, out)))
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "recipe.yaml", "data_report.json",
+                 "log.jsonl", "curves.png", "modeling_pangu_pi.py"):
+        assert (out / name).is_file(), name
+    report = json.loads((out / "data_report.json").read_text())
+    assert report["tokens_trained"] == 24 * 4 * 64
+    for name, weight in (("short", 0.25), ("mid", 0.25), ("long", 0.5)):
+        assert abs(report["sources"][name]["token_share"] - weight) < 0.01
+    assert sum(s["tokens_trained"] for s in report["sources"].values()) == report["tokens_trained"]
+    log = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in log if r.get("event") == "train" and "loss" in r]
+    assert losses[-1] < losses[0]
+    bpc = [r for r in log if r.get("event") == "bpc"]
+    assert [r["step"] for r in bpc] == [0, 8, 16, 24]
+    assert bpc[-1]["bpc_general"] < bpc[0]["bpc_general"]
+    train_rows = [r for r in log if r.get("event") == "train"]
+    assert all("tokens_per_s" in r and "tokens_by_source" in r for r in train_rows[1:])
+    # The resolved recipe reloads to the same recipe.
+    again = load_recipe(CptRecipe, out / "recipe.yaml")
+    assert again == load_recipe(CptRecipe, data=recipe_dict(setup, out))
+    assert summary["steps"] == 24
+
+
+def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path):
+    data = recipe_dict(setup, tmp_path / "a", max_steps=30, save_steps=6)
+    data["monitor"] = {"every_steps": 0}
+    recipe_a = write_recipe(tmp_path / "a.yaml", data)
+    data["training"]["output_dir"] = str(tmp_path / "b")
+    recipe_b = write_recipe(tmp_path / "b.yaml", data)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    subprocess.run(YUNSHAN + ["cpt", "--config", str(recipe_a)], check=True, env=env, capture_output=True)
+    proc = subprocess.Popen(YUNSHAN + ["cpt", "--config", str(recipe_b)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (tmp_path / "b/checkpoints/checkpoint-12/COMPLETE").exists():
+        assert proc.poll() is None and time.time() < deadline, "run b ended before its checkpoint"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "b/model.safetensors").exists()  # it really died mid-run
+    resumed = subprocess.run(YUNSHAN + ["cpt", "--config", str(recipe_b)], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from" in resumed.stdout
+    a, b = load_file(tmp_path / "a/model.safetensors"), load_file(tmp_path / "b/model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ra = json.loads((tmp_path / "a/data_report.json").read_text())
+    rb = json.loads((tmp_path / "b/data_report.json").read_text())
+    assert {n: s["tokens_trained"] for n, s in ra["sources"].items()} == {
+        n: s["tokens_trained"] for n, s in rb["sources"].items()}
+
+
+def test_a_checkpoint_being_written_never_replaces_the_last_good_one(tmp_path):
+    for step in (10, 20):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        mark_complete(tmp_path / f"checkpoint-{step}", step)
+    (tmp_path / "checkpoint-30").mkdir()  # died while writing: no COMPLETE marker
+    (tmp_path / "checkpoint-30" / "model.safetensors").write_bytes(b"partial")
+    assert latest_complete_checkpoint(tmp_path).name == "checkpoint-20"
+    rotate(tmp_path, keep=1)  # rotation never deletes the newest complete one for an incomplete newer one
+    assert latest_complete_checkpoint(tmp_path).name == "checkpoint-20"
+    assert not (tmp_path / "checkpoint-10").exists() and (tmp_path / "checkpoint-30").exists()
+    assert remove_incomplete_after(tmp_path, 20) == [tmp_path / "checkpoint-30"]
+
+
+def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path):
+    data = recipe_dict(setup, tmp_path / "one", max_steps=12, save_steps=100)
+    data["monitor"] = {"every_steps": 0}
+    one = write_recipe(tmp_path / "one.yaml", data)
+    data["training"].update(output_dir=str(tmp_path / "two"), per_device_batch_size=2)
+    two = write_recipe(tmp_path / "two.yaml", data)
+    subprocess.run(YUNSHAN + ["cpt", "--config", str(one)], check=True, capture_output=True)
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(ROOT / "recipes/accelerate/ddp_cpu.yaml"), "-m", "yunshan.cli", "cpt", "--config", str(two)]
+    result = subprocess.run(launch, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def losses(run):
+        rows = [json.loads(l) for l in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+        return [(r["step"], r["loss"]) for r in rows if r.get("event") == "train" and "loss" in r]
+
+    l1, l2 = losses("one"), losses("two")
+    assert [s for s, _ in l1] == [s for s, _ in l2] == [4, 8, 12]
+    for (_, a), (_, b) in zip(l1, l2):
+        assert abs(a - b) < 1e-4 * max(1.0, abs(a))
+
+
+def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
+    root, files, _, _ = setup
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(open(files["mid"]).read()[:2000].rsplit("\n", 1)[0] + "\n" + '{"txt": "no field"}\n'
+                   + '{"text": ""}\n' + open(files["mid"]).read())
+    data = recipe_dict(setup, tmp_path / "fail", max_steps=2)
+    data["data"]["sources"][1]["path"] = str(bad)
+    data["monitor"] = {"every_steps": 0}
+    recipe = write_recipe(tmp_path / "fail.yaml", data)
+    result = subprocess.run(YUNSHAN + ["cpt", "--config", str(recipe)], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{bad}:" in result.stderr and "missing_field" in result.stderr and "'text'" in result.stderr
+    data["data"]["on_bad_record"] = "skip"
+    data["training"]["output_dir"] = str(tmp_path / "skip")
+    run_cpt(load_recipe(CptRecipe, data=data))
+    dropped = json.loads((tmp_path / "skip/data_report.json").read_text())["sources"]["mid"]["dropped"]
+    assert dropped == {"bad:empty_text": 1, "bad:missing_field": 1}
+
+
+def test_any_hf_causal_lm_by_path_with_lora(setup, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    root, _, tokenizer, _ = setup
+    llama_dir = tmp_path / "llama"
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).save_pretrained(llama_dir)
+    tokenizer.save_pretrained(llama_dir)
+    data = recipe_dict(setup, tmp_path / "out", max_steps=6)
+    data["model"] = {"name_or_path": str(llama_dir)}
+    data["tokenizer"] = {}
+    data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}
+    data["monitor"]["every_steps"] = 0
+    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    assert (tmp_path / "out/adapter/adapter_config.json").is_file()
+    merged = load_file(tmp_path / "out/model.safetensors")
+    base = load_file(llama_dir / "model.safetensors")
+    changed = [k for k in base if not torch.equal(base[k], merged[k])]
+    assert changed and all("proj" in k for k in changed)  # LoRA moved only the adapted projections
+    assert torch.isfinite(torch.tensor(summary["train_loss"]))
+
+
+def test_recipe_errors_name_file_line_and_valid_keys(setup, tmp_path):
+    data = recipe_dict(setup, tmp_path / "x")
+    data["training"]["learnig_rate"] = 1e-4
+    path = write_recipe(tmp_path / "typo.yaml", data)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(CptRecipe, path)
+    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "learnig_rate" in l)
+    assert f"typo.yaml:{line}: training.learnig_rate: unknown key; valid keys here:" in str(err.value)
+    assert "learning_rate" in str(err.value)
+    data["training"].pop("learnig_rate")
+    data["training"]["max_steps"] = "many"
+    with pytest.raises(RecipeError, match=r"training.max_steps: expected an integer, got 'many'"):
+        load_recipe(CptRecipe, write_recipe(tmp_path / "t.yaml", data))
+    data["training"]["max_steps"] = 5
+    recipe = load_recipe(CptRecipe, write_recipe(tmp_path / "ok.yaml", data),
+                         ["data.sources.long.weight=2", "training.learning_rate=1e-4", "data.sources.0.weight=0.5"])
+    assert recipe.data.sources[2].weight == 2.0 and recipe.data.sources[0].weight == 0.5
+    assert recipe.training.learning_rate == 1e-4
+    with pytest.raises(RecipeError, match="no item named 'legal'; names: short, mid, long"):
+        load_recipe(CptRecipe, tmp_path / "ok.yaml", ["data.sources.legal.weight=1"])
+    with pytest.raises(RecipeError, match="command-line override: data.seq_len: expected an integer"):
+        load_recipe(CptRecipe, tmp_path / "ok.yaml", ["data.seq_len=long"])
+
+
+MEMORY_SCRIPT = """
+import resource, sys
+from yunshan.data.mixing import SourceStream, TokenBudgetMixer
+from yunshan.data.sources import SourceArgs
+tok = lambda texts: [[len(w) for w in t.split()] + [0] for t in texts]
+streams = [SourceStream(SourceArgs(name=n, path=sys.argv[1] + f"/{n}.jsonl", on_exhausted="stop"), tok, seed=0)
+           for n in ("short", "mid", "long")]
+n = sum(1 for _ in TokenBudgetMixer(streams, seq_len=256))
+print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_a_ten_times_larger_corpus_does_not_raise_peak_memory(tmp_path):
+    peaks = {}
+    for scale in (1, 10):
+        three_source_corpora(tmp_path / str(scale), scale=4 * scale)
+        out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path / str(scale))],
+                             capture_output=True, text=True, check=True).stdout.split()
+        peaks[scale] = (int(out[0]), int(out[1]))
+    assert peaks[10][0] > 8 * peaks[1][0]  # it really streamed through ten times the data
+    assert peaks[10][1] <= 1.10 * peaks[1][1], peaks
