@@ -383,6 +383,10 @@ class TrainArgs:
     resume: str = field(default="auto", metadata={"help": "auto (newest complete checkpoint, if any), never, or a path"})
     seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
     tensorboard: bool = field(default=False, metadata={"help": "also log to TensorBoard (output_dir/tensorboard)"})
+    epochs: float | None = field(
+        default=None, metadata={"help": "SFT only: passes over the data; when set, max_steps is computed from it"})
+    neftune_noise_alpha: float | None = field(
+        default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
     deepspeed: str | None = field(default=None, metadata={"help": "DeepSpeed JSON config (with accelerate launch)"})
     fsdp: str | None = field(default=None, metadata={"help": "FSDP options for transformers (e.g. 'full_shard auto_wrap')"})
     fsdp_config: dict | None = field(default=None, metadata={"help": "FSDP config mapping for transformers"})
@@ -437,3 +441,40 @@ class CptRecipe:
     training: TrainArgs = field(default_factory=TrainArgs)
     lora: LoraArgs = field(default_factory=LoraArgs)
     monitor: MonitorArgs = field(default_factory=MonitorArgs)
+
+
+from .data.conversations import SftSourceArgs  # noqa: E402
+
+
+@dataclass
+class SftDataArgs:
+    """The SFT mixture: instruction sources shuffled into one training set."""
+
+    sources: list[SftSourceArgs] = field(default_factory=list, metadata={"help": "instruction sources"})
+    max_length: int = field(default=2048, metadata={"help": "tokens per sample (per packed row with packing)"})
+    overlong: str = field(
+        default="truncate_prompt",
+        metadata={"help": "a sample longer than max_length: truncate_prompt (drop the oldest turns; never cut "
+                          "inside a trained answer) or drop; both counted"})
+    packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
+    on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
+    max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
+
+    def __post_init__(self):
+        if self.overlong not in ("truncate_prompt", "drop"):
+            raise ValueError(f"data.overlong must be truncate_prompt or drop, got {self.overlong!r}")
+        if self.on_bad_record not in ("fail", "skip"):
+            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
+
+
+@dataclass
+class SftRecipe:
+    """Single-stage mixed SFT: `yunshan sft --config RECIPE.yaml [key=value ...]`."""
+
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    data: SftDataArgs = field(default_factory=SftDataArgs)
+    training: TrainArgs = field(default_factory=lambda: TrainArgs(output_dir="runs/sft", learning_rate=2e-5,
+                                                                  weight_decay=0.0))
+    lora: LoraArgs = field(default_factory=LoraArgs)

@@ -65,3 +65,27 @@ class SequenceBuilder:
         seq, self.current = self.current, PackedSequence()
         self._last_piece_key = None
         return seq
+
+
+def best_fit_pack(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Best-fit decreasing: put each sample (longest first) into the open bin it fills most tightly.
+
+    Returns bins as lists of sample indices; every bin's total length is <= capacity. Samples are never split."""
+    import bisect
+
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # sorted (remaining capacity, bin index)
+    for i in order:
+        size = lengths[i]
+        if size > capacity:
+            raise ValueError(f"sample {i} has {size} tokens, more than the packing capacity {capacity}")
+        k = bisect.bisect_left(free, (size, -1))
+        if k < len(free):
+            remaining, b = free.pop(k)
+            bins[b].append(i)
+            bisect.insort(free, (remaining - size, b))
+        else:
+            bins.append([i])
+            bisect.insort(free, (capacity - size, len(bins) - 1))
+    return bins

@@ -1,0 +1,173 @@
+"""`yunshan sft` end to end on tiny models: learns a trained form, packing equals no packing, LoRA round trip,
+per-source losses, the bundled instruction sets in all five formats."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fixtures import train_tokenizer
+from yunshan.recipe import SftRecipe, load_recipe
+from yunshan.training.sft import build_sft_data, make_collator, run_sft
+
+FIN = "asset liability profit dividend equity revenue".split()
+LAW = "court contract lawsuit verdict statute plaintiff".split()
+FILLER = "apple river stone cloud tiger lamp ocean forest candle mirror violin desert".split()
+SAMPLES = Path(__file__).resolve().parents[2] / "yunshan/samples/data/sft"
+
+
+def domain_task(n, seed):
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.choice(["finance", "law"])
+        words = rng.sample(FILLER, 3)
+        words.insert(rng.randint(0, 3), rng.choice(FIN if label == "finance" else LAW))
+        rows.append({"instruction": "Which domain?", "input": " ".join(words), "output": label})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sft")
+    train = domain_task(300, 0)
+    (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    chat = [{"messages": [{"role": "user", "content": f"Which domain?\n{r['input']}"},
+                          {"role": "assistant", "content": r["output"]}]} for r in domain_task(60, 1)]
+    (root / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chat))
+    texts = [f"<|user|>\nWhich domain?\n{r['input']}\n<|assistant|>\n{r['output']}" for r in train]
+    train_tokenizer(root / "tok", texts, vocab_size=300)
+    return root, {r["input"] for r in train} | {c["messages"][0]["content"].split("\n")[1] for c in chat}
+
+
+def recipe(root, out, **data):
+    return load_recipe(SftRecipe, data={
+        "model": {"preset": "tiny", "config_overrides": {"hidden_size": 64, "intermediate_size": 128,
+                                                         "num_hidden_layers": 2, "aug_reduction": 8}},
+        "tokenizer": {"path": str(root / "tok")},
+        "data": {"max_length": 64, "sources": [
+            {"name": "alpaca", "path": str(root / "train.jsonl"), "format": "alpaca"},
+            {"name": "chat", "path": str(root / "chat.jsonl"), "format": "messages", "heldout": 2}], **data},
+        "training": {"output_dir": str(out), "max_steps": 40, "per_device_batch_size": 16, "learning_rate": 3e-3,
+                     "warmup_steps": 5, "logging_steps": 10, "save_steps": 20, "weight_decay": 0.0},
+    })
+
+
+def test_a_tiny_model_answers_held_out_prompts_of_the_trained_form(task, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root, seen = task
+    summary = run_sft(recipe(root, tmp_path / "run"))
+    out = tmp_path / "run"
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.chat_template  # yunshan's default template was saved with the model
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    held_out = [(r["input"], r["output"]) for r in domain_task(100, 7) if r["input"] not in seen][:8]
+    assert len(held_out) == 8 and {a for _, a in held_out} == {"finance", "law"}
+    for prompt, answer in held_out:
+        text = tok.apply_chat_template([{"role": "user", "content": f"Which domain?\n{prompt}"}], tokenize=False,
+                                       add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False, return_tensors="pt")
+        generated = model.generate(**ids, max_new_tokens=5, do_sample=False)
+        assert tok.decode(generated[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip() == answer
+    # Per-source losses are logged next to the loss; generations for the held-out samples are saved.
+    rows = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if r.get("event") == "train"]
+    assert all("loss_alpaca" in r and "loss_chat" in r for r in train_rows)
+    generations = [json.loads(l) for l in (out / "generations.jsonl").read_text().splitlines()]
+    assert len(generations) == 2 and all(g["source"] == "chat" for g in generations)
+    report = json.loads((out / "data_report.json").read_text())
+    assert report["sources"]["alpaca"]["samples"] == 300 and report["sources"]["chat"]["samples"] == 58
+    assert summary["steps"] == 40
+
+
+@pytest.mark.parametrize("arch", ["pangu_pi", "llama"])
+def test_packed_logits_equal_unpacked(task, arch):
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+
+    root, _ = task
+    tok = AutoTokenizer.from_pretrained(root / "tok")
+    from yunshan.data.chat import ensure_chat_template
+
+    ensure_chat_template(tok)
+    rows, _, report = build_sft_data(recipe(root, root / "x", packing=True, max_length=128), tok)
+    dims = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2)
+    model = (LlamaForCausalLM(LlamaConfig(**dims)) if arch == "llama"
+             else PanguPiForCausalLM(PanguPiConfig(**dims, aug_reduction=4, siaf_neighbor_kernel=3))).eval()
+    batch = make_collator(tok.pad_token_id, packing=True)(rows[:3])
+    packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False).logits
+    for r in range(3):
+        starts = [i for i, p in enumerate(batch["position_ids"][r].tolist()) if p == 0]
+        for a, b in zip(starts, starts[1:] + [batch["input_ids"].shape[1]]):
+            if batch["labels"][r, a:b].ne(-100).any():
+                alone = model(input_ids=batch["input_ids"][r : r + 1, a:b]).logits[0]
+                torch.testing.assert_close(packed[r, a:b], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_lora_sft_saves_reloads_and_merges_with_equal_logits(task, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.training.models import load_model
+
+    root, _ = task
+    r = recipe(root, tmp_path / "lora")
+    r.lora.enabled, r.lora.r, r.lora.alpha, r.lora.dropout = True, 4, 8, 0.0
+    r.lora.target_modules = ["q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
+    r.training.max_steps = 8
+    run_sft(r)
+    ids = torch.randint(3, 200, (2, 12))
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "lora").eval()
+    base = load_model(r.model, vocab_size=merged.config.vocab_size)  # the same initial weights (init_seed)
+    reloaded = PeftModel.from_pretrained(base, tmp_path / "lora/adapter").eval()
+    torch.testing.assert_close(reloaded(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-5, rtol=1e-5)
+    untouched = load_model(r.model, vocab_size=merged.config.vocab_size).eval()
+    assert not torch.allclose(untouched(input_ids=ids).logits, merged(input_ids=ids).logits)  # LoRA changed it
+
+
+def test_bundled_instruction_sets_in_all_five_formats(tmp_path):
+    from transformers import AutoTokenizer
+
+    from yunshan.data.chat import ensure_chat_template
+
+    tok_dir = tmp_path / "tok"
+    texts = [l for f in SAMPLES.glob("*.jsonl") for l in f.read_text(encoding="utf-8").splitlines()[:200]]
+    train_tokenizer(tok_dir, texts, vocab_size=2000)
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    ensure_chat_template(tok)
+    r = load_recipe(SftRecipe, data={
+        "model": {"preset": "tiny"}, "tokenizer": {"path": str(tok_dir)},
+        "data": {"max_length": 1024, "packing": True, "sources": [
+            {"name": "general", "path": str(SAMPLES / "general_alpaca.jsonl"), "format": "alpaca"},
+            {"name": "legal", "path": str(SAMPLES / "legal_messages.jsonl"), "format": "messages"},
+            {"name": "finance", "path": str(SAMPLES / "finance_sharegpt.jsonl"), "format": "sharegpt"},
+            {"name": "finance_exam", "path": str(SAMPLES / "finance_exam"), "format": "ceval"},
+            {"name": "judicial_exam", "path": str(SAMPLES / "jecqa"), "format": "jecqa"}]}})
+    rows, _, report = build_sft_data(r, tok)
+    for name, source in report["sources"].items():
+        assert source["read"] > 0 and source["samples"] > 0, name
+        assert not any(k.startswith("bad:") for k in source["dropped"]), (name, source["dropped"])
+    assert report["real_tokens"] / (len(rows) * 1024) >= 0.95  # non-padding share with packing
+
+
+def test_bad_record_in_a_recipe_fails_with_its_location(task, tmp_path):
+    import yaml
+
+    root, _ = task
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instruction": "q", "output": "a"}\n{"instruction": "q", "output": ""}\n')
+    data = {"model": {"preset": "tiny"}, "tokenizer": {"path": str(root / "tok")},
+            "data": {"sources": [{"name": "s", "path": str(bad), "format": "alpaca"}]},
+            "training": {"output_dir": str(tmp_path / "o")}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(data))
+    result = subprocess.run([sys.executable, "-m", "yunshan.cli", "sft", "--config", str(tmp_path / "r.yaml")],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{bad}:2: field 'output': empty_assistant" in result.stderr

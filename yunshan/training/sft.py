@@ -1,0 +1,373 @@
+"""`yunshan sft`: one stage of instruction tuning on general and domain instructions shuffled together.
+
+    yunshan sft --config recipes/pangu-pi-1b_sft_full.yaml
+    yunshan sft --config RECIPE.yaml training.epochs=3 data.packing=true lora.enabled=true
+
+Top to bottom: every source is read in its declared format and validated (yunshan.data.conversations), weighted
+or capped and shuffled into ONE training set (paper section 6.3), rendered with the tokenizer's chat template
+(yunshan's default when it has none, saved with the model) with labels on assistant turns only
+(yunshan.data.chat), fitted to max_length without cutting a trained answer, optionally best-fit packed
+(yunshan.data.packing), and trained with transformers' Trainer, logging the loss per source. Checkpoints, resume,
+distributed launch and LoRA work as in `yunshan cpt`. At the end a few held-out prompts are answered (greedy) and
+saved beside the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="recipe YAML (see recipes/)")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.epochs=2")
+    parser.add_argument("--dry-run", action="store_true", help="validate recipe, data and model; no training")
+
+
+def run(args: argparse.Namespace) -> int:
+    from yunshan.recipe import SftRecipe, load_recipe
+
+    recipe = load_recipe(SftRecipe, args.config, args.overrides)
+    result = run_sft(recipe, dry_run=args.dry_run)
+    if args.dry_run:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0
+
+
+class SftDataset(torch.utils.data.Dataset):
+    """Tokenised (and optionally packed) samples; each row knows the source of every labelled token."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def build_sft_data(recipe, tokenizer):
+    """Read, mix, render, fit and (optionally) pack the recipe's instruction data.
+
+    Returns (rows, held-out samples, report)."""
+    from yunshan.data.chat import encode_conversation, fit_to_length
+    from yunshan.data.conversations import mix_sft_sources, read_sft_source
+    from yunshan.data.packing import best_fit_pack
+
+    data = recipe.data
+    if not data.sources:
+        raise ValueError("data.sources is empty: an SFT recipe needs at least one instruction source")
+    names = [s.name for s in data.sources]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sft source names must be unique, got {names}")
+    drops = {s.name: {} for s in data.sources}
+    per_source = {s.name: read_sft_source(s, data.on_bad_record, drops[s.name]) for s in data.sources}
+    read_counts = {name: len(samples) for name, samples in per_source.items()}
+    train, heldout = mix_sft_sources(per_source, data.sources, data.seed)
+    source_index = {name: i for i, name in enumerate(names)}
+    samples = []
+    end_markers = set()
+    for sample in train:
+        enc = encode_conversation(tokenizer, sample.messages)
+        end_markers |= enc.end_markers
+        fitted, reason = fit_to_length(enc, data.max_length, data.overlong)
+        if reason:
+            drops[sample.source][reason] = drops[sample.source].get(reason, 0) + 1
+        if fitted is None:
+            continue
+        src = source_index[sample.source]
+        samples.append({
+            "input_ids": fitted.input_ids,
+            "labels": fitted.labels,
+            "source_ids": [src if l != -100 else -1 for l in fitted.labels],
+            "source": sample.source,
+        })
+    if not samples:
+        raise ValueError("no SFT sample left after validation and length fitting (see the drop counts)")
+    composition = {name: {"samples": 0, "tokens": 0, "trained_tokens": 0} for name in names}
+    for s in samples:
+        c = composition[s["source"]]
+        c["samples"] += 1
+        c["tokens"] += len(s["input_ids"])
+        c["trained_tokens"] += sum(1 for l in s["labels"] if l != -100)
+    if data.packing:
+        bins = best_fit_pack([len(s["input_ids"]) for s in samples], data.max_length)
+        rows = []
+        for b in bins:
+            row = {"input_ids": [], "labels": [], "source_ids": [], "position_ids": []}
+            for i in b:
+                s = samples[i]
+                row["input_ids"] += s["input_ids"]
+                row["labels"] += s["labels"]
+                row["source_ids"] += s["source_ids"]
+                row["position_ids"] += list(range(len(s["input_ids"])))  # restart per sample
+            rows.append(row)
+        import random
+
+        random.Random(f"sft-pack/{data.seed}").shuffle(rows)
+    else:
+        rows = [{k: s[k] for k in ("input_ids", "labels", "source_ids")} for s in samples]
+    real_tokens = sum(len(r["input_ids"]) for r in rows)
+    report = {
+        "sources": {
+            name: {"read": read_counts[name], **composition[name], "dropped": drops[name],
+                   "share_of_samples": composition[name]["samples"] / len(samples)}
+            for name in names
+        },
+        "samples": len(samples),
+        "rows": len(rows),
+        "packing": data.packing,
+        "real_tokens": real_tokens,
+        "heldout_prompts": len(heldout),
+        "seed": data.seed,
+        "end_of_turn_ids": sorted(end_markers),
+    }
+    return rows, heldout, report
+
+
+def make_collator(pad_id: int, packing: bool, multiple: int | None = None):
+    """Pads a batch to its longest row: input_ids with pad, labels and source ids with -100 / -1. Unpacked rows
+    get an attention mask; packed rows get restarting position ids instead (padding forms its own segment)."""
+
+    def collate(rows: list[dict]) -> dict:
+        width = max(len(r["input_ids"]) for r in rows)
+        if multiple:
+            width = math.ceil(width / multiple) * multiple
+        batch = {k: torch.full((len(rows), width), v, dtype=torch.long)
+                 for k, v in (("input_ids", pad_id), ("labels", -100), ("source_ids", -1))}
+        if packing:
+            batch["position_ids"] = torch.zeros((len(rows), width), dtype=torch.long)
+        else:
+            batch["attention_mask"] = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r["input_ids"])
+            batch["input_ids"][i, :n] = torch.tensor(r["input_ids"])
+            batch["labels"][i, :n] = torch.tensor(r["labels"])
+            batch["source_ids"][i, :n] = torch.tensor(r["source_ids"])
+            if packing:
+                batch["position_ids"][i, :n] = torch.tensor(r["position_ids"])
+                batch["position_ids"][i, n:] = torch.arange(width - n)
+            else:
+                batch["attention_mask"][i, :n] = 1
+        return batch
+
+    return collate
+
+
+def make_trainer_class():
+    from yunshan.training.checkpoints import YunshanTrainer
+
+    class SftTrainer(YunshanTrainer):
+        """Logs the loss per source next to the overall loss (the per-token losses are recomputed without
+        gradient from the logits the model already produced)."""
+
+        def __init__(self, *args, source_names=(), **kwargs):
+            super().__init__(*args, **kwargs)
+            self.source_names = list(source_names)
+            self._source_sums = torch.zeros(len(self.source_names), dtype=torch.float64)
+            self._source_counts = torch.zeros(len(self.source_names), dtype=torch.float64)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            source_ids = inputs.pop("source_ids")
+            loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
+                                                 num_items_in_batch=num_items_in_batch)
+            with torch.no_grad():
+                logits = outputs.logits[:, :-1].float()
+                target = inputs["labels"][:, 1:]
+                src = source_ids[:, 1:]
+                token_loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none")
+                src = src.reshape(-1).cpu()
+                token_loss = token_loss.double().cpu()
+                for i in range(len(self.source_names)):
+                    sel = src == i
+                    self._source_sums[i] += token_loss[sel].sum()
+                    self._source_counts[i] += sel.sum()
+            return (loss, outputs) if return_outputs else loss
+
+        def log(self, logs, start_time=None):
+            if "loss" in logs and self._source_counts.sum() > 0:
+                sums, counts = self._source_sums.clone(), self._source_counts.clone()
+                if self.accelerator.num_processes > 1:
+                    sums = self.accelerator.reduce(sums.to(self.accelerator.device), "sum").cpu()
+                    counts = self.accelerator.reduce(counts.to(self.accelerator.device), "sum").cpu()
+                for name, s, c in zip(self.source_names, sums.tolist(), counts.tolist()):
+                    if c > 0:
+                        logs[f"loss_{name}"] = round(s / c, 4)
+                self._source_sums.zero_()
+                self._source_counts.zero_()
+            return super().log(logs, start_time)
+
+    return SftTrainer
+
+
+@torch.no_grad()
+def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dict]:
+    """Greedy answers to held-out prompts (the conversation up to its last assistant turn)."""
+    from yunshan.data.chat import render
+
+    model.eval()
+    results = []
+    device = next(model.parameters()).device
+    for sample in heldout:
+        messages = sample.messages[:-1]
+        prompt = render(tokenizer, messages, add_generation_prompt=True)
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(device)
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
+        answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        results.append({"source": sample.source, "prompt": messages[-1]["content"],
+                        "reference": sample.messages[-1]["content"], "generated": answer.strip()})
+    return results
+
+
+def run_sft(recipe, dry_run: bool = False) -> dict:
+    """Run single-stage mixed SFT as the recipe says; returns a summary."""
+    from transformers import TrainingArguments, set_seed
+
+    from yunshan.data.chat import ensure_chat_template
+    from yunshan.recipe import save_recipe
+    from yunshan.training.checkpoints import latest_complete_checkpoint, remove_incomplete_after
+    from yunshan.training.models import (
+        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
+    from yunshan.training.monitoring import JsonlLogger, plot_curves
+
+    started = time.time()
+    train = recipe.training
+    out = Path(train.output_dir)
+    rank_zero = int(os.environ.get("RANK", "0")) == 0
+    precision = resolve_precision(train.precision)
+    set_seed(train.seed)
+
+    tok_path = recipe.tokenizer.path or recipe.model.name_or_path
+    if tok_path is None:
+        raise ValueError("tokenizer.path is required when the model is built from a preset")
+    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
+    added_template = ensure_chat_template(tokenizer)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    base_path = recipe.tokenizer.base_path
+    if base_path is None and recipe.model.name_or_path and has_tokenizer(recipe.model.name_or_path):
+        base_path = recipe.model.name_or_path
+    base_tokenizer = load_tokenizer(base_path) if base_path else None
+
+    rows, heldout, report = build_sft_data(recipe, tokenizer)
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    if recipe.lora.enabled:
+        model = apply_lora(model, recipe.lora, new_ids)
+
+    from accelerate import PartialState
+
+    world = PartialState().num_processes
+    rows_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
+    max_steps = train.max_steps
+    if train.epochs is not None:
+        max_steps = max(1, math.ceil(train.epochs * len(rows) / rows_per_step))
+    real = report["real_tokens"]
+    if recipe.data.packing:
+        report["non_padding_share"] = real / (len(rows) * recipe.data.max_length)
+    if dry_run:
+        return {"model": type(model).__name__, "rows": len(rows), "samples": report["samples"],
+                "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
+                "sources": report["sources"], "precision": precision}
+
+    ckpt_dir = out / "checkpoints"
+    resume_from = None
+    if train.resume == "auto":
+        resume_from = latest_complete_checkpoint(ckpt_dir)
+    elif train.resume != "never":
+        resume_from = Path(train.resume)
+        if not (resume_from / "COMPLETE").is_file():
+            raise FileNotFoundError(f"training.resume={train.resume}: not a complete checkpoint folder")
+    if rank_zero:
+        out.mkdir(parents=True, exist_ok=True)
+        save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report['samples']} samples in "
+              f"{len(rows)} rows; {max_steps} steps; chat template: "
+              f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
+
+    scheduler, scheduler_kwargs = {
+        "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),
+        "linear": ("linear", {}),
+        "constant": ("constant_with_warmup", {}),
+    }[train.lr_scheduler]
+    targs = TrainingArguments(
+        output_dir=str(ckpt_dir),
+        max_steps=max_steps,
+        per_device_train_batch_size=train.per_device_batch_size,
+        gradient_accumulation_steps=train.gradient_accumulation_steps,
+        learning_rate=train.learning_rate,
+        lr_scheduler_type=scheduler,
+        lr_scheduler_kwargs=scheduler_kwargs,
+        warmup_steps=train.warmup_steps,
+        adam_beta1=train.adam_beta1,
+        adam_beta2=train.adam_beta2,
+        adam_epsilon=train.adam_epsilon,
+        weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm,
+        activation_checkpointing=train.gradient_checkpointing,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        logging_steps=train.logging_steps,
+        save_strategy="steps",
+        save_steps=train.save_steps,
+        save_total_limit=train.save_total_limit,
+        seed=train.seed,
+        data_seed=recipe.data.seed,
+        report_to=["tensorboard"] if train.tensorboard else [],
+        use_cpu=not torch.cuda.is_available(),
+        remove_unused_columns=False,  # source_ids feed the per-source losses
+        neftune_noise_alpha=train.neftune_noise_alpha,
+        deepspeed=train.deepspeed,
+        fsdp=train.fsdp or "",
+        fsdp_config=train.fsdp_config,
+        disable_tqdm=not rank_zero,
+        use_cache=False,
+    )
+    if train.tensorboard:
+        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
+    tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
+    logger = JsonlLogger(out / "log.jsonl", tokens_per_step)
+    trainer = make_trainer_class()(
+        model=model, args=targs, train_dataset=SftDataset(rows),
+        data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
+        callbacks=[logger], source_names=[s.name for s in recipe.data.sources],
+    )
+    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
+    if rank_zero:
+        final = trainer.accelerator.unwrap_model(trainer.model)
+        if recipe.lora.enabled:
+            final.save_pretrained(out / "adapter")
+            final = final.merge_and_unload()
+        final.config.use_cache = True
+        # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).
+        stop_ids = sorted({tokenizer.eos_token_id, *report["end_of_turn_ids"]})
+        final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
+        final.generation_config.pad_token_id = tokenizer.pad_token_id
+        final.save_pretrained(out)
+        tokenizer.save_pretrained(out)  # with the chat template used in training
+        generations = generate_answers(final, tokenizer, heldout, recipe.data.max_new_tokens)
+        with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
+            for g in generations:
+                f.write(json.dumps(g, ensure_ascii=False) + "\n")
+        for g in generations:
+            print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
+                  f"{g['reference'][:120]!r})", flush=True)
+        report["steps"] = trainer.state.global_step
+        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
+        summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
+        print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
+              f"generations.jsonl and curves.png to {out}", flush=True)
+    trainer.accelerator.wait_for_everyone()
+    return summary
