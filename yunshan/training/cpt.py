@@ -76,8 +76,10 @@ def build_stream(recipe, tokenizer):
     return PackedStreamDataset(mixer, data.document_mask)
 
 
-def run_cpt(recipe, dry_run: bool = False) -> dict:
-    """Run continual pretraining as the recipe says; returns a summary (paths and figures)."""
+def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
+    """Run continual pretraining as the recipe says; returns a summary (paths and figures).
+
+    `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
     import torch
     from transformers import TrainingArguments, default_data_collator, set_seed
 
@@ -151,7 +153,7 @@ def run_cpt(recipe, dry_run: bool = False) -> dict:
 
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step,
                          lambda step: stream.state_before(step * sequences_per_step)["emitted"])
-    callbacks = [logger]
+    callbacks = [logger, *(callbacks or [])]
     monitor = None
     if heldout:
         monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps,

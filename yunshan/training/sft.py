@@ -228,8 +228,8 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
     return results
 
 
-def run_sft(recipe, dry_run: bool = False) -> dict:
-    """Run single-stage mixed SFT as the recipe says; returns a summary."""
+def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
+    """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
     from transformers import TrainingArguments, set_seed
 
     from yunshan.data.chat import ensure_chat_template
@@ -340,7 +340,7 @@ def run_sft(recipe, dry_run: bool = False) -> dict:
     trainer = make_trainer_class()(
         model=model, args=targs, train_dataset=SftDataset(rows),
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
-        callbacks=[logger], source_names=[s.name for s in recipe.data.sources],
+        callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
     )
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
