@@ -7,8 +7,11 @@ Options are tokenized the way lm-evaluation-harness does it (encode context + op
 tokens are what follows the context's token count; trailing whitespace of the context moves to the option), so a
 prompt scored here and by lm-eval's HFLM gets the same numbers. When every option of a question is one token after
 the same context tokens (the usual case: "A".."D"), the question costs one forward pass of its shared prefix and
-the options are read off the last position's log-softmax; several questions share one padded forward. Options that
-span several tokens fall back to one sequence per option, still batched.
+the options are read off the last position's log-softmax; several questions share one padded forward. Questions
+of a batch that start with the same tokens (the header and k solved examples of one subject: most of a 5-shot
+prompt) share them too: that common prefix runs once, its KV cache is repeated over the batch, and only each
+question's own tail is computed. Options that span several tokens fall back to one sequence per option, still
+batched.
 """
 
 from __future__ import annotations
@@ -99,6 +102,47 @@ def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list
     return out
 
 
+# Below this many shared tokens a separate prefix pass costs more than it saves.
+MIN_SHARED_PREFIX = 16
+
+
+def _accepts_cache(model) -> bool:
+    params = inspect.signature(model.forward).parameters
+    return "past_key_values" in params and "position_ids" in params
+
+
+def _common_prefix_length(rows: list[list[int]]) -> int:
+    first, n = rows[0], min(len(r) for r in rows)
+    for k in range(n):
+        if any(r[k] != first[k] for r in rows[1:]):
+            return k
+    return n
+
+
+@torch.no_grad()
+def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> list[torch.Tensor]:
+    """Log-softmax at each row's last position, running the rows' first `shared` tokens once for the whole batch."""
+    from transformers import DynamicCache
+
+    model = lm.model
+    device = next(model.parameters()).device
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.tensor([rows[0][:shared]], device=device), past_key_values=cache, use_cache=True,
+          logits_to_keep=1)
+    # Every row continues the same prefix: select its cache row B times (reorder_cache also repeats the state of
+    # convolution layers such as PanGu-π's neighbour convolution, which batch_repeat_interleave leaves alone).
+    cache.reorder_cache(torch.zeros(len(rows), dtype=torch.long, device=device))
+    tails = [r[shared:] for r in rows]
+    ids, mask = _pad_right(tails, lm.tokenizer.pad_token_id, device)
+    full_mask = torch.cat([torch.ones((len(rows), shared), dtype=mask.dtype, device=device), mask], dim=1)
+    positions = (shared + torch.arange(ids.shape[1], device=device)).unsqueeze(0).expand(len(rows), -1)
+    wanted = sorted({len(t) - 1 for t in tails})
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device)).logits
+    column = {p: i for i, p in enumerate(wanted)}
+    return [torch.log_softmax(logits[i, [column[len(t) - 1]]].float(), dim=-1) for i, t in enumerate(tails)]
+
+
 def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
                   progress: bool = False, desc: str = "scoring") -> list[ChoiceScores]:
     """Log-likelihood of every option of every (context, options) request.
@@ -129,12 +173,18 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
 
     n_batches = math.ceil(len(shared) / batch_size) + math.ceil(len(separate) / batch_size)
     bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
-    # Longest first, as lm-eval orders them: similar lengths share a batch, so little padding.
-    shared.sort(key=lambda item: -len(item[1]))
+    # In token order, so questions with the same few-shot prefix share a batch (and that prefix's single pass).
+    shared.sort(key=lambda item: item[1][-max_length:])
+    prefix_cache = batch_size > 1 and _accepts_cache(lm.model) and _accepts_logits_to_keep(lm.model)
     for start in range(0, len(shared), batch_size):
         batch = shared[start: start + batch_size]
         rows = [ctx[-max_length:] for _, ctx, _ in batch]
-        log_probs = _log_probs_at(lm, rows, [[len(r) - 1] for r in rows])
+        # At least one token of every row stays outside the prefix: its logits are the ones read.
+        common = min(_common_prefix_length(rows), min(len(r) for r in rows) - 1) if len(rows) > 1 else 0
+        if prefix_cache and common >= MIN_SHARED_PREFIX:
+            log_probs = _last_log_probs_shared_prefix(lm, rows, common)
+        else:
+            log_probs = _log_probs_at(lm, rows, [[len(r) - 1] for r in rows])
         for (i, ctx, option_ids), lp in zip(batch, log_probs):
             results[i] = ChoiceScores([lp[0, t].item() for t in option_ids], [1] * len(option_ids),
                                       truncated=len(ctx) > max_length)

@@ -92,3 +92,41 @@ def test_rolling_nll_matches_direct_and_windowed_computation(llama):
     assert windowed.n_windows > 3
     assert windowed.nll == pytest.approx(manual, abs=1e-3)
     assert len(windowed.per_token) == len(doc) and math.isfinite(windowed.nll)
+
+
+def _few_shot_prompts():
+    shots = "".join(f"{p}B\n\n" for p in PROMPTS[:2] + PROMPTS[3:])  # a long prefix common to every question
+    tails = ["企业的资产负债表反映的是\nA. 财务状况\nB. 经营成果\nC. 现金流量\nD. 利润\n答案：",
+             "银行\nA. 甲\nB. 乙\nC. 丙\nD. 丁\n答案：", "股票的收益主要来自\nA. 股息\nB. 利息\nC. 租金\nD. 保费\n答案："]
+    return [shots + t for t in tails]
+
+
+@pytest.mark.parametrize("which", ["llama", "pangu", "pangu_conv"])
+def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, tokenizer_dir, tmp_path, monkeypatch):
+    if which == "pangu_conv":  # PanGu-π with the causal neighbour convolution: its cached state is repeated too
+        from transformers import AutoTokenizer
+
+        from yunshan.eval.loading import wrap_model
+        from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+
+        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+        config = PanguPiConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, aug_reduction=4, siaf_neighbor_kernel=3,
+                               max_position_embeddings=512, pad_token_id=0)
+        model = PanguPiForCausalLM(config)
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.neighbor_conv.weight.normal_(0.0, 0.5)
+        lm = wrap_model(model, tok)
+    else:
+        lm = request.getfixturevalue(which)
+    import yunshan.eval.likelihood as lk
+
+    calls = []
+    original = lk._last_log_probs_shared_prefix
+    monkeypatch.setattr(lk, "_last_log_probs_shared_prefix", lambda *a: calls.append(a[2]) or original(*a))
+    prompts = _few_shot_prompts()
+    scores = score_choices(lm, [(p, list("ABCD")) for p in prompts], batch_size=8)
+    assert len(calls) == 1 and calls[0] >= 100  # one batch, the shared prefix of more than 100 tokens ran once
+    for prompt, s in zip(prompts, scores):
+        assert s.logliks == pytest.approx(direct_logliks(lm, prompt, list("ABCD")), abs=1e-4)
