@@ -143,6 +143,40 @@ def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> lis
     return [torch.log_softmax(logits[i, [column[len(t) - 1]]].float(), dim=-1) for i, t in enumerate(tails)]
 
 
+def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = True) -> list[tuple[list[int], int]]:
+    """Batches of row indices, each with the number of leading tokens its rows share and run once (0 = none).
+
+    Rows are sorted by their tokens, so the questions of one subject (same header and k-shot examples) are
+    neighbours, and cut into groups wherever two neighbours share less than half of the shorter row: the group of
+    a subject then never shares a batch with another subject's questions (which would leave only the header in
+    common). Groups whose rows share at least MIN_SHARED_PREFIX tokens are batched on their own; the rest (0-shot
+    prompts, say) are pooled and batched longest first, as lm-eval orders them, so padding stays small.
+    """
+    order = sorted(range(len(rows)), key=lambda k: rows[k])
+    groups, current = [], [order[0]] if order else []
+    for a, b in zip(order, order[1:]):
+        if _common_prefix_length([rows[a], rows[b]]) * 2 < min(len(rows[a]), len(rows[b])):
+            groups.append(current)
+            current = []
+        current.append(b)
+    if current:
+        groups.append(current)
+    plan, pool = [], []
+    for group in groups:
+        batches = [group[i: i + batch_size] for i in range(0, len(group), batch_size)]
+        for batch in batches:
+            members = [rows[k] for k in batch]
+            # At least one token of every row stays outside the prefix: its logits are the ones read.
+            common = min(_common_prefix_length(members), min(len(r) for r in members) - 1) if len(batch) > 1 else 0
+            if share_prefixes and common >= MIN_SHARED_PREFIX:
+                plan.append((batch, common))
+            else:
+                pool.extend(batch)
+    pool.sort(key=lambda k: -len(rows[k]))
+    plan.extend((pool[i: i + batch_size], 0) for i in range(0, len(pool), batch_size))
+    return plan
+
+
 def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
                   progress: bool = False, desc: str = "scoring") -> list[ChoiceScores]:
     """Log-likelihood of every option of every (context, options) request.
@@ -171,20 +205,18 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
             for j, (ctx, cont) in enumerate(pairs):
                 separate.append((i, j, ctx, cont))
 
-    n_batches = math.ceil(len(shared) / batch_size) + math.ceil(len(separate) / batch_size)
-    bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
-    # In token order, so questions with the same few-shot prefix share a batch (and that prefix's single pass).
-    shared.sort(key=lambda item: item[1][-max_length:])
     prefix_cache = batch_size > 1 and _accepts_cache(lm.model) and _accepts_logits_to_keep(lm.model)
-    for start in range(0, len(shared), batch_size):
-        batch = shared[start: start + batch_size]
-        rows = [ctx[-max_length:] for _, ctx, _ in batch]
-        # At least one token of every row stays outside the prefix: its logits are the ones read.
-        common = min(_common_prefix_length(rows), min(len(r) for r in rows) - 1) if len(rows) > 1 else 0
-        if prefix_cache and common >= MIN_SHARED_PREFIX:
+    plan = plan_batches([ctx[-max_length:] for _, ctx, _ in shared], batch_size, prefix_cache)
+    n_batches = len(plan) + math.ceil(len(separate) / batch_size)
+    bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
+    for batch, common in plan:
+        batch_items = [shared[k] for k in batch]
+        rows = [ctx[-max_length:] for _, ctx, _ in batch_items]
+        if common:
             log_probs = _last_log_probs_shared_prefix(lm, rows, common)
         else:
             log_probs = _log_probs_at(lm, rows, [[len(r) - 1] for r in rows])
+        batch = batch_items
         for (i, ctx, option_ids), lp in zip(batch, log_probs):
             results[i] = ChoiceScores([lp[0, t].item() for t in option_ids], [1] * len(option_ids),
                                       truncated=len(ctx) > max_length)

@@ -130,3 +130,22 @@ def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, tok
     assert len(calls) == 1 and calls[0] >= 100  # one batch, the shared prefix of more than 100 tokens ran once
     for prompt, s in zip(prompts, scores):
         assert s.logliks == pytest.approx(direct_logliks(lm, prompt, list("ABCD")), abs=1e-4)
+
+
+def test_plan_batches_keeps_subjects_apart_and_pools_the_rest():
+    from yunshan.eval.likelihood import plan_batches
+
+    shots_a, shots_b = list(range(100, 160)), list(range(200, 260))
+    rows = [shots_a + [k, 1] for k in range(20)] + [shots_b + [k, 2] for k in range(20)]
+    rows += [[7, k, 3] for k in range(5)]  # 0-shot questions: nothing worth sharing
+    plan = plan_batches(rows, 16)
+    covered = sorted(k for batch, _ in plan for k in batch)
+    assert covered == list(range(len(rows)))
+    for batch, common in plan:
+        kinds = {rows[k][-1] for k in batch}
+        assert len(kinds) == 1 or common == 0
+        if kinds <= {1, 2}:
+            assert common == 60  # exactly the shot tokens
+    assert [len(b) for b, c in plan if c] == [16, 4, 16, 4]
+    assert all(c == 0 for b, c in plan if {rows[k][-1] for k in b} == {3})
+    assert plan_batches(rows, 16, share_prefixes=False)[0][1] == 0
