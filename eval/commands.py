@@ -1,7 +1,6 @@
 """`yunshan eval`: run the domain benchmarks on one or more models and write side-by-side tables.
 
-    yunshan eval --model out/base --model out/yunshan --tasks fineval financeiq lawbench jecqa bpc compression \
-        diversity --limit 20 --out runs/eval
+    yunshan eval --model out/base --model out/yunshan --tasks fineval financeiq lawbench jecqa bpc compression diversity --limit 20 --out runs/eval
 
 A task is a name (its data then comes from --data-dir/NAME, by default the sample sets shipped in
 yunshan.samples) or NAME=PATH. Names: fineval / ceval (C-Eval format), financeiq / cmmlu (CMMLU format),
