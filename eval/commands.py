@@ -147,7 +147,7 @@ def run_eval(args: EvalArgs) -> dict:
     """Run every task on every model; returns the report (and writes it under args.out)."""
     from yunshan import __version__
 
-    from .loading import load_model
+    from .loading import load_model, load_tokenizer_only
     from .report import task_table, write_report
 
     tasks = _parse_tasks(args)
@@ -166,9 +166,14 @@ def run_eval(args: EvalArgs) -> dict:
         name = Path(path).name or path
         name = name if name not in names else f"{name}#{len(names) + 1}"
         names.append(name)
-        lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights)
-        report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.model).__name__,
-                                  "parameters": sum(p.numel() for p in lm.model.parameters())}
+        if all(fmt == "compression" for _, fmt, _ in tasks):
+            # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
+            lm = load_tokenizer_only(path, hash_files=args.hash_weights)
+            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
+        else:
+            lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights)
+            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.model).__name__,
+                                      "parameters": sum(p.numel() for p in lm.model.parameters())}
         from .generation import use_chat
 
         chat = use_chat(lm.tokenizer, args.chat)

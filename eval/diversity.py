@@ -100,6 +100,7 @@ def plot_diversity(results: dict[str, dict], out_png: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     eps = None
@@ -107,6 +108,7 @@ def plot_diversity(results: dict[str, dict], out_png: str | Path) -> None:
         dims = res["effective_dimension"]
         ax.plot(range(1, len(dims) + 1), dims, marker="o", label=name)
         eps = res["eps"]
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer")
     ax.set_ylabel(f"effective dimension d({eps})")
     ax.set_title("Feature diversity per layer")

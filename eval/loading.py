@@ -88,6 +88,17 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
                        sha256=sha256_model_dir(path) if hash_weights else None)
 
 
+def load_tokenizer_only(path: str, hash_files: bool = True) -> LoadedModel:
+    """Only the tokenizer of `path` (for compression): `model` is None."""
+    from transformers import AutoTokenizer
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"tokenizer {path!r}: no such folder (tokenizers load offline from a local folder)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return LoadedModel(name=Path(path).name or str(path), path=str(path), model=None, tokenizer=tokenizer,
+                       sha256=sha256_model_dir(path) if hash_files else None)
+
+
 def wrap_model(model, tokenizer, name: str = "model") -> LoadedModel:
     """Wrap an in-memory model and tokenizer (tests, notebooks) without saving them first."""
     model.eval()

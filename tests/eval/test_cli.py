@@ -75,3 +75,18 @@ def test_bad_arguments_give_one_line_errors(bench, llama_dir, capsys):
                  "--no-progress"]) == 1
     assert main(["eval", "--model", "/no/such/model", "--tasks", f"fineval={bench['fineval']}"]) == 1
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_compression_needs_only_tokenizers(tokenizer_dir, bench, tmp_path):
+    out = tmp_path / "c"
+    assert main(["eval", "--model", str(tokenizer_dir), "--tasks", "compression", "--text", str(bench["legal"]),
+                 "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    res = report["tasks"]["compression"]["results"][tokenizer_dir.name]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    docs = bench["legal"].read_text(encoding="utf-8").strip().split("\n\n")
+    tokens = sum(len(tok(d, add_special_tokens=False)["input_ids"]) for d in docs)
+    assert res["all"]["tokens"] == tokens
+    assert res["all"]["tokens_per_char"] == pytest.approx(tokens / sum(len(d) for d in docs))
