@@ -1,0 +1,125 @@
+"""CMMLU-format multiple choice (CMMLU, FinanceIQ): per-subject accuracy and their unweighted mean.
+
+    yunshan eval --model out/yunshan --tasks financeiq=path/to/FinanceIQ --shots 5
+
+Layout (as released): `{dev,test}/{subject}.csv` with columns `,Question,A,B,C,D,Answer` (a leading, unnamed index
+column). The subject shown in the prompt is the file name (FinanceIQ names its files in Chinese, e.g.
+`注册会计师（CPA）.csv`), or the Chinese name from an optional `subject_mapping.json` (subject -> [english name,
+chinese name, group] as in C-Eval, or subject -> chinese name), which CMMLU's English file names want. Prompt
+(docs/benchmarks.md): a header, k solved dev examples "题目：…答案是：X", the question ending at "答案是：".
+Overall = unweighted mean of the subject accuracies (the paper's FinanceIQ AVG; YunShan 54.56).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .multiple_choice import Question, answer_questions, read_choice_csv
+
+COLUMNS = {"question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
+HEADER_HINT = ",Question,A,B,C,D,Answer"
+
+
+@dataclass
+class Subject:
+    key: str
+    name: str
+    dev: list[Question] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+
+
+def _names(root: Path) -> dict[str, str]:
+    path = root / "subject_mapping.json"
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    names = {}
+    for key, value in raw.items():
+        if isinstance(value, str) and value:
+            names[key] = value
+        elif isinstance(value, list) and len(value) >= 2 and isinstance(value[1], str) and value[1]:
+            names[key] = value[1]
+        else:
+            raise ValueError(f"{path}: entry {key!r} is {value!r}; use a chinese name or [english, chinese, group]")
+    return names
+
+
+def load_cmmlu(root: str | Path, split: str = "test", shots: int = 5) -> list[Subject]:
+    """Every subject file of `split` (sorted by file name) with its first `shots` dev examples."""
+    root = Path(root)
+    split_dir = root / split
+    files = sorted(split_dir.glob("*.csv"))
+    if not files:
+        raise FileNotFoundError(f"{split_dir}: no subject files; expected {split}/{{subject}}.csv "
+                                f"with columns {HEADER_HINT}")
+    names = _names(root)
+    subjects = []
+    for path in files:
+        subject = Subject(path.stem, names.get(path.stem, path.stem))
+        # Require answers everywhere: CMMLU and FinanceIQ release their test answers.
+        subject.questions = read_choice_csv(path, COLUMNS, "CMMLU", require_answer=True, header_hint=HEADER_HINT)
+        if shots > 0:
+            dev_path = root / "dev" / path.name
+            if not dev_path.is_file():
+                raise FileNotFoundError(f"{dev_path}: missing; {shots}-shot prompts take examples from dev/ "
+                                        "(use --shots 0 without one)")
+            dev = read_choice_csv(dev_path, COLUMNS, "CMMLU", require_answer=True, header_hint=HEADER_HINT)
+            if len(dev) < shots:
+                raise ValueError(f"{dev_path}: {len(dev)} examples, fewer than --shots {shots}")
+            subject.dev = dev[:shots]
+        subjects.append(subject)
+    return subjects
+
+
+def _body(q: Question) -> str:
+    a, b, c, d = q.options
+    return f"题目：{q.question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案是："
+
+
+def render_prompt(subject_name: str, shots: list[Question], query: Question) -> str:
+    """The CMMLU prompt for `query`, ending at "答案是：" (the letter follows with no space)."""
+    header = f"以下是关于{subject_name}的单项选择题，请直接给出正确答案的选项。\n\n"
+    return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
+
+
+def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> dict:
+    """Per-subject accuracy and the unweighted mean over subjects (CMMLU's and FinanceIQ's average), percent."""
+    per_subject = {}
+    for s in subjects:
+        n, c = len(s.questions), correct_by_subject.get(s.key, 0)
+        per_subject[s.key] = {"name": s.name, "correct": c, "n": n, "accuracy": 100.0 * c / n}
+    accs = [v["accuracy"] for v in per_subject.values()]
+    return {"subjects": per_subject, "overall": sum(accs) / len(accs), "n": sum(len(s.questions) for s in subjects),
+            "average": "unweighted mean of subject accuracies, as CMMLU's and FinanceIQ's AVG"}
+
+
+def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: int | None = None,
+              mode: str = "loglik", batch_size: int = 16, add_bos: bool = False, chat: bool = False,
+              max_new_tokens: int = 32, progress: bool = False) -> dict:
+    """Evaluate one model on a CMMLU-format folder; returns the JSON-ready result (every prediction included)."""
+    subjects = load_cmmlu(root, split, shots)
+    if limit is not None:
+        for s in subjects:
+            s.questions = s.questions[:limit]
+    items = [(s, q) for s in subjects for q in s.questions]
+    prompts = [render_prompt(s.name, s.dev, q) for s, q in items]
+    preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
+                             max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu")
+    correct: dict[str, int] = {}
+    records = []
+    for (s, q), p in zip(items, preds):
+        ok = p.pred == q.answer
+        correct[s.key] = correct.get(s.key, 0) + int(ok)
+        records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
+                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern})
+    result = aggregate(subjects, correct)
+    result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "limit": limit,
+                   "unmatched": sum(1 for p in preds if p.pred is None),
+                   "truncated": sum(1 for p in preds if p.truncated), "predictions": records,
+                   "columns": list(result["subjects"])})
+    return result

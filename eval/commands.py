@@ -1,0 +1,264 @@
+"""`yunshan eval`: run the domain benchmarks on one or more models and write side-by-side tables.
+
+    yunshan eval --model out/base --model out/yunshan --tasks fineval financeiq lawbench jecqa bpc compression diversity --limit 20 --out runs/eval
+
+A task is a name (its data then comes from --data-dir/NAME, by default the sample sets shipped in
+yunshan.samples) or NAME=PATH. Names: fineval / ceval (C-Eval format), financeiq / cmmlu (CMMLU format),
+lawbench, jecqa, bpc (--heldout LABEL=FILE ...), compression (--text FILE ...), diversity (--diversity-text FILE).
+Writes OUT/results.json (every prediction and score, model and file hashes, settings), OUT/results.md (one table
+per task: rows = models, AVG last) and OUT/diversity.png; prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+
+FORMATS = {"fineval": "ceval", "ceval": "ceval", "financeiq": "cmmlu", "cmmlu": "cmmlu", "lawbench": "lawbench",
+           "jecqa": "jecqa", "bpc": "bpc", "compression": "compression", "diversity": "diversity"}
+
+
+@dataclass
+class EvalArgs:
+    """Settings of one `yunshan eval` run (saved into results.json)."""
+
+    model: list[str] = field(default_factory=list, metadata={
+        "help": "model folder (any HF causal LM, PanGu-π included); repeat for a side-by-side table; with bpc the "
+                "first is 'before' and the second 'after' in the forgetting table"})
+    tasks: list[str] = field(default_factory=list, metadata={
+        "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(FORMATS)}"})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
+    limit: int | None = field(default=None, metadata={
+        "help": "first N questions per subject (MC), records per task (LawBench, JEC-QA) or documents (texts)"})
+    shots: int = field(default=5, metadata={"help": "k-shot examples from the dev split for MC tasks (0 allowed)"})
+    split: str | None = field(default=None, metadata={
+        "help": "split scored for MC tasks (default: val for the C-Eval format, test for the CMMLU format)"})
+    mode: str = field(default="loglik", metadata={
+        "help": "loglik: answer-only, next-token likelihood of A-D; generate: greedy answer + documented extraction"})
+    prompt_style: str = field(default="ceval", metadata={
+        "help": "C-Eval-format prompt: ceval (docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid)"})
+    chat: str = field(default="auto", metadata={
+        "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off"})
+    batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "generation budget (default: 32 for MC and JEC-QA, 256 for LawBench)"})
+    add_bos: bool = field(default=False, metadata={
+        "help": "start every prompt with BOS (lm-eval's add_bos_token; off by default there too)"})
+    text: list[str] = field(default_factory=list, metadata={
+        "help": "text files for compression (.txt blank-line separated, .jsonl/.json records; default: the "
+                "sample held-out texts and JEC-QA)"})
+    heldout: list[str] = field(default_factory=list, metadata={
+        "help": "LABEL=FILE held-out text for bpc; label 'general' is the forgetting column (default: the "
+                "sample held-out general, finance and legal texts)"})
+    max_length: int | None = field(default=None, metadata={
+        "help": "bpc window length in tokens (default: the model's max_position_embeddings)"})
+    stride: int | None = field(default=None, metadata={"help": "bpc window stride (default: max_length / 2)"})
+    diversity_text: str | None = field(default=None, metadata={
+        "help": "text file for diversity (default: the sample held-out general text)"})
+    eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})
+    dtype: str = field(default="float32", metadata={"help": "float32 (CPU default), bfloat16 or float16"})
+    device: str = field(default="cpu", metadata={"help": "torch device"})
+    hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
+    out: str = field(default="runs/eval", metadata={"help": "output folder for results.json/.md and plots"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for f in fields(EvalArgs):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f.metadata["help"]
+        if f.type == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+        elif f.name in ("model", "text", "heldout"):
+            parser.add_argument(flag, action="append", default=[], help=help_text,
+                                required=f.name == "model")
+        elif f.name == "tasks":
+            parser.add_argument(flag, nargs="+", required=True, help=help_text)
+        else:
+            kind = {"int | None": int, "int": int, "float": float}.get(f.type, str)
+            default = f.default if f.default is not MISSING else None
+            parser.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+def _sample_root() -> Path | None:
+    try:
+        from yunshan.samples import sample_data_dir
+    except ImportError:
+        return None
+    root = Path(sample_data_dir())
+    return root if root.is_dir() else None
+
+
+def _hash_files(path: Path) -> dict[str, str]:
+    from .loading import sha256_file
+
+    if path.is_file():
+        return {path.name: sha256_file(path)}
+    return {str(p.relative_to(path)): sha256_file(p) for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _parse_tasks(args: EvalArgs) -> list[tuple[str, str, Path | None]]:
+    """(task label, format, data path or None for the text tasks)."""
+    samples = _sample_root()
+    data_dir = Path(args.data_dir) if args.data_dir else (samples / "eval" if samples else None)
+    out = []
+    for spec in args.tasks:
+        name, _, path = spec.partition("=")
+        if name not in FORMATS:
+            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(FORMATS)}")
+        fmt = FORMATS[name]
+        if fmt in ("bpc", "compression", "diversity"):
+            out.append((name, fmt, None))
+            continue
+        if path:
+            out.append((name, fmt, Path(path)))
+        elif data_dir is not None:
+            out.append((name, fmt, data_dir / name))
+        else:
+            raise ValueError(f"--tasks {name}: no data path; give {name}=PATH or --data-dir "
+                             "(the sample sets need the yunshan.samples package)")
+    return out
+
+
+def _labelled(specs: list[str], flag: str) -> dict[str, Path]:
+    out = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"{flag} {spec!r}: use LABEL=FILE, for example general=heldout/general.txt")
+        out[label] = Path(path)
+    return out
+
+
+def _default_texts(kind: str) -> list[Path]:
+    samples = _sample_root()
+    if samples is None:
+        raise ValueError(f"{kind}: no text files given and the yunshan.samples sample data is not installed")
+    held = [samples / "heldout" / f"{d}.txt" for d in ("general", "finance", "legal")]
+    if kind == "compression":
+        return held + sorted((samples / "eval" / "jecqa").glob("*.json"))
+    return held
+
+
+def run_eval(args: EvalArgs) -> dict:
+    """Run every task on every model; returns the report (and writes it under args.out)."""
+    from yunshan import __version__
+
+    from .loading import load_model, load_tokenizer_only
+    from .report import task_table, write_report
+
+    tasks = _parse_tasks(args)
+    for _, _, path in tasks:
+        if path is not None and not path.exists():
+            raise FileNotFoundError(f"{path}: no such task data")
+    if args.mode not in ("loglik", "generate"):
+        raise ValueError(f"--mode {args.mode!r} is not valid; use loglik or generate")
+    heldout = _labelled(args.heldout, "--heldout") if args.heldout else None
+    report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
+                    "models": {}, "tasks": {}}
+    results: dict[str, dict[str, dict]] = {label: {} for label, _, _ in tasks}
+    started = time.time()
+    names = []
+    for path in args.model:
+        name = Path(path).name or path
+        name = name if name not in names else f"{name}#{len(names) + 1}"
+        names.append(name)
+        if all(fmt == "compression" for _, fmt, _ in tasks):
+            # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
+            lm = load_tokenizer_only(path, hash_files=args.hash_weights)
+            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
+        else:
+            lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights)
+            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.model).__name__,
+                                      "parameters": sum(p.numel() for p in lm.model.parameters())}
+        from .generation import use_chat
+
+        chat = use_chat(lm.tokenizer, args.chat)
+        for label, fmt, data in tasks:
+            common = dict(limit=args.limit)
+            if fmt == "ceval":
+                from .ceval import run_ceval
+
+                res = run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
+                                prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos,
+                                chat=chat, max_new_tokens=args.max_new_tokens or 32, progress=args.progress,
+                                **common)
+            elif fmt == "cmmlu":
+                from .cmmlu import run_cmmlu
+
+                res = run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
+                                batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                                max_new_tokens=args.max_new_tokens or 32, progress=args.progress, **common)
+            elif fmt == "lawbench":
+                from .lawbench import run_lawbench
+
+                res = run_lawbench(lm, data, batch_size=args.batch_size, chat=chat,
+                                   max_new_tokens=args.max_new_tokens or 256, add_bos=args.add_bos,
+                                   progress=args.progress, **common)
+            elif fmt == "jecqa":
+                from .jecqa import run_jecqa
+
+                res = run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
+                                max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos,
+                                progress=args.progress, **common)
+            elif fmt == "compression":
+                from .compression import run_compression
+
+                files = [Path(t) for t in args.text] or _default_texts("compression")
+                res = run_compression(lm.tokenizer, files, **common)
+                data = None
+                report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files}
+            elif fmt == "bpc":
+                from .bpc import run_bpc
+
+                files = heldout or {p.stem: p for p in _default_texts("bpc")}
+                res = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
+                              batch_size=max(1, args.batch_size // 2), progress=args.progress, **common)
+                report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files.values()}
+            else:
+                from .diversity import run_diversity
+
+                text = Path(args.diversity_text) if args.diversity_text else _default_texts("diversity")[0]
+                res = run_diversity(lm, text, eps=args.eps, batch_size=args.batch_size, **common)
+                report["tasks"].setdefault(label, {})["files"] = _hash_files(text)
+            results[label][name] = res
+            entry = report["tasks"].setdefault(label, {})
+            if data is not None:
+                entry["path"] = str(data)
+                entry["files"] = _hash_files(data)
+            entry["format"] = fmt
+            entry.setdefault("results", {})[name] = res
+        del lm
+    sections = []
+    for label, _, _ in tasks:
+        sections.append(f"## {label}\n\n{task_table(label, results[label])}")
+        if FORMATS[label] == "bpc" and len(names) >= 2:
+            from .bpc import forgetting_table
+
+            sections.append(f"### forgetting vs gain ({names[0]} -> {names[1]})\n\n"
+                            + forgetting_table(results[label][names[0]], results[label][names[1]], names[0], names[1]))
+    markdown = "\n\n".join(sections)
+    out = Path(args.out)
+    for label, fmt, _ in tasks:
+        if fmt == "diversity":
+            from .diversity import plot_diversity
+
+            out.mkdir(parents=True, exist_ok=True)
+            plot_diversity(results[label], out / "diversity.png")
+            report["tasks"][label]["plot"] = str(out / "diversity.png")
+    report["seconds"] = round(time.time() - started, 1)
+    json_path, md_path = write_report(out, report, markdown)
+    report["markdown"] = markdown
+    report["paths"] = {"json": str(json_path), "markdown": str(md_path)}
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    eval_args = EvalArgs(**{f.name: getattr(args, f.name) for f in fields(EvalArgs)})
+    report = run_eval(eval_args)
+    print(report["markdown"])
+    print(f"\nwrote {report['paths']['json']} and {report['paths']['markdown']} ({report['seconds']} s)")
+    return 0

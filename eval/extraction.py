@@ -1,0 +1,64 @@
+"""Deterministic answer extraction from generated text: one option letter (C-Eval/CMMLU style) or a letter set.
+
+    from yunshan.eval.extraction import extract_choice
+    extract_choice("答案是：B")        # -> ("B", "answer_is")
+
+Patterns are tried in the order listed in CHOICE_PATTERNS; the first that matches decides. An answer that no
+pattern matches returns (None, None): the caller counts it wrong and reports how many there were. Nothing is
+ever guessed at random (FinEval's own extractor falls back to a random letter, so its scores do not reproduce).
+"""
+
+from __future__ import annotations
+
+import re
+
+LETTERS = "ABCD"
+_L = "[ABCD]"
+# A letter that stands alone: not inside an English word such as "Answer" or "BAD".
+_ALONE = r"(?<![A-Za-z]){}(?![A-Za-z])"
+
+# (name, pattern); group 1 is the letter. Order matters: explicit statements before loose ones.
+CHOICE_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("first_char", re.compile(r"^\s*[\(（\[【]?(" + _L + r")(?![A-Za-z])")),
+    ("bracket_tag", re.compile(r"\[正确答案\]\s*(" + _L + r")")),
+    ("answer_is", re.compile(r"答案(?:选项)?(?:应该|应)?(?:是|为|选)\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
+    ("answer_colon", re.compile(r"答案\s*[：:]\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
+    ("correct_option_is", re.compile(r"正确(?:的)?(?:答案|选项)(?:是|为)?\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
+    ("option_is_correct", re.compile(r"选项\s*(" + _L + r")\s*(?:是|为)?(?:正确|对)的?")),
+    ("choose", re.compile(r"(?:故|所以|因此)?(?:应)?选(?:择)?\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
+    ("english_answer_is", re.compile(r"[Aa]nswer\s*(?:is|:)\s*:?\s*\(?(" + _L + r")(?![A-Za-z])")),
+    ("only_letter", None),  # the one and only standalone option letter in the text (checked in code)
+]
+
+
+def extract_choice(text: str) -> tuple[str | None, str | None]:
+    """(letter, name of the pattern that found it), or (None, None) when no pattern matches."""
+    for name, pattern in CHOICE_PATTERNS:
+        if pattern is None:
+            letters = set(re.findall(_ALONE.format(_L), text))
+            if len(letters) == 1:
+                return letters.pop(), name
+            continue
+        match = pattern.search(text)
+        if match:
+            return match.group(1), name
+    return None, None
+
+
+_RUN = r"(" + _L + r"(?:\s*[、，,和及与/ ]?\s*" + _L + r")*)(?![A-Za-z])"
+SET_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("leading_letters", re.compile(r"^\s*[\(（\[【]?" + _RUN)),
+    ("bracket_tag", re.compile(r"\[正确答案\]\s*" + _RUN)),
+    ("answer_is", re.compile(r"答案(?:选项)?(?:应该|应)?(?:是|为|选)?\s*[：:]?\s*" + _RUN)),
+    ("choose", re.compile(r"(?:故|所以|因此)?(?:应)?选(?:择)?\s*[：:]?\s*" + _RUN)),
+    ("english_answer_is", re.compile(r"[Aa]nswers?\s*(?:is|are|:)\s*:?\s*" + _RUN)),
+]
+
+
+def extract_choice_set(text: str) -> tuple[frozenset[str] | None, str | None]:
+    """The set of letters a multi-answer response gives (JEC-QA), or (None, None) when no pattern matches."""
+    for name, pattern in SET_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return frozenset(re.findall(_L, match.group(1))), name
+    return None, None

@@ -1,0 +1,313 @@
+"""Batched log-likelihood scoring: answer options after a prompt, and rolling NLL of long documents.
+
+    from yunshan.eval.likelihood import score_choices, rolling_nll
+    scores = score_choices(lm, [("...答案：", ["A", "B", "C", "D"])], batch_size=16)
+
+Options are tokenized the way lm-evaluation-harness does it (encode context + option as one string, the option's
+tokens are what follows the context's token count; trailing whitespace of the context moves to the option), so a
+prompt scored here and by lm-eval's HFLM gets the same numbers. When every option of a question is one token after
+the same context tokens (the usual case: "A".."D"), the question costs one forward pass of its shared prefix and
+the options are read off the last position's log-softmax; several questions share one padded forward. Questions
+of a batch that start with the same tokens (the header and k solved examples of one subject: most of a 5-shot
+prompt) share them too: that common prefix runs once, its KV cache is repeated over the batch, and only each
+question's own tail is computed. Options that span several tokens fall back to one sequence per option, still
+batched.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ChoiceScores:
+    """Log-likelihoods (natural log, summed over the option's tokens) of each option of one question."""
+
+    logliks: list[float]
+    n_tokens: list[int]
+    truncated: bool = False
+
+    @property
+    def best(self) -> int:
+        # First maximum, as numpy/torch argmax and lm-eval pick it.
+        return max(range(len(self.logliks)), key=lambda i: (self.logliks[i], -i))
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def prefix_token_id(tokenizer) -> int:
+    """The token that stands for "start of text" when a text is scored from its first token."""
+    for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    raise ValueError("the tokenizer has neither a BOS nor an EOS token; cannot score the first token of a text")
+
+
+def encode_pair(tokenizer, context: str, continuation: str, add_bos: bool = False) -> tuple[list[int], list[int]]:
+    """(context ids, continuation ids) as lm-eval's HFLM computes them.
+
+    The whole string is encoded once and split after as many tokens as the context alone has, so a tokenizer
+    that merges across the boundary still yields the tokens the model would really see.
+    """
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces:
+        context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+    whole = _encode(tokenizer, context + continuation)
+    n_context = len(_encode(tokenizer, context))
+    context_ids, continuation_ids = whole[:n_context], whole[n_context:]
+    if add_bos or not context_ids:
+        context_ids = [prefix_token_id(tokenizer)] + context_ids
+    return context_ids, continuation_ids
+
+
+def _accepts_logits_to_keep(model) -> bool:
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def _pad_right(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
+@torch.no_grad()
+def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list[torch.Tensor]:
+    """For each row, log-softmax (float32) of the logits at the given input positions: one padded forward."""
+    model = lm.model
+    device = next(model.parameters()).device
+    ids, mask = _pad_right(rows, lm.tokenizer.pad_token_id, device)
+    wanted = sorted({p for pos in positions for p in pos})
+    kwargs = {}
+    if _accepts_logits_to_keep(model):
+        # Only the needed positions go through lm_head: with a 100k vocabulary the full logits would dominate.
+        kwargs["logits_to_keep"] = torch.tensor(wanted, dtype=torch.long, device=device)
+        column = {p: i for i, p in enumerate(wanted)}
+    else:
+        column = {p: p for p in wanted}
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits
+    out = []
+    for i, pos in enumerate(positions):
+        cols = torch.tensor([column[p] for p in pos], dtype=torch.long, device=logits.device)
+        out.append(torch.log_softmax(logits[i, cols].float(), dim=-1))
+    return out
+
+
+# Below this many shared tokens a separate prefix pass costs more than it saves.
+MIN_SHARED_PREFIX = 16
+
+
+def _accepts_cache(model) -> bool:
+    params = inspect.signature(model.forward).parameters
+    return "past_key_values" in params and "position_ids" in params
+
+
+def _common_prefix_length(rows: list[list[int]]) -> int:
+    first, n = rows[0], min(len(r) for r in rows)
+    for k in range(n):
+        if any(r[k] != first[k] for r in rows[1:]):
+            return k
+    return n
+
+
+@torch.no_grad()
+def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> list[torch.Tensor]:
+    """Log-softmax at each row's last position, running the rows' first `shared` tokens once for the whole batch."""
+    from transformers import DynamicCache
+
+    model = lm.model
+    device = next(model.parameters()).device
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.tensor([rows[0][:shared]], device=device), past_key_values=cache, use_cache=True,
+          logits_to_keep=1)
+    # Every row continues the same prefix: select its cache row B times (reorder_cache also repeats the state of
+    # convolution layers such as PanGu-π's neighbour convolution, which batch_repeat_interleave leaves alone).
+    cache.reorder_cache(torch.zeros(len(rows), dtype=torch.long, device=device))
+    tails = [r[shared:] for r in rows]
+    ids, mask = _pad_right(tails, lm.tokenizer.pad_token_id, device)
+    full_mask = torch.cat([torch.ones((len(rows), shared), dtype=mask.dtype, device=device), mask], dim=1)
+    positions = (shared + torch.arange(ids.shape[1], device=device)).unsqueeze(0).expand(len(rows), -1)
+    wanted = sorted({len(t) - 1 for t in tails})
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device)).logits
+    column = {p: i for i, p in enumerate(wanted)}
+    return [torch.log_softmax(logits[i, [column[len(t) - 1]]].float(), dim=-1) for i, t in enumerate(tails)]
+
+
+def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = True) -> list[tuple[list[int], int]]:
+    """Batches of row indices, each with the number of leading tokens its rows share and run once (0 = none).
+
+    Rows are sorted by their tokens, so the questions of one subject (same header and k-shot examples) are
+    neighbours, and cut into groups wherever two neighbours share less than half of the shorter row: the group of
+    a subject then never shares a batch with another subject's questions (which would leave only the header in
+    common). Groups whose rows share at least MIN_SHARED_PREFIX tokens are batched on their own; the rest (0-shot
+    prompts, say) are pooled and batched longest first, as lm-eval orders them, so padding stays small.
+    """
+    order = sorted(range(len(rows)), key=lambda k: rows[k])
+    groups, current = [], [order[0]] if order else []
+    for a, b in zip(order, order[1:]):
+        if _common_prefix_length([rows[a], rows[b]]) * 2 < min(len(rows[a]), len(rows[b])):
+            groups.append(current)
+            current = []
+        current.append(b)
+    if current:
+        groups.append(current)
+    plan, pool = [], []
+    for group in groups:
+        batches = [group[i: i + batch_size] for i in range(0, len(group), batch_size)]
+        for batch in batches:
+            members = [rows[k] for k in batch]
+            # At least one token of every row stays outside the prefix: its logits are the ones read.
+            common = min(_common_prefix_length(members), min(len(r) for r in members) - 1) if len(batch) > 1 else 0
+            if share_prefixes and common >= MIN_SHARED_PREFIX:
+                plan.append((batch, common))
+            else:
+                pool.extend(batch)
+    pool.sort(key=lambda k: -len(rows[k]))
+    plan.extend((pool[i: i + batch_size], 0) for i in range(0, len(pool), batch_size))
+    return plan
+
+
+def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
+                  progress: bool = False, desc: str = "scoring") -> list[ChoiceScores]:
+    """Log-likelihood of every option of every (context, options) request.
+
+    Args:
+        lm: a `LoadedModel`.
+        requests: (context, options) pairs; options are continuation strings such as "A".
+        batch_size: sequences per forward pass (1 = one question at a time).
+        add_bos: start every context with the BOS token (lm-eval's `add_bos_token`; off by default there too).
+        progress: show a tqdm bar.
+    """
+    from tqdm.auto import tqdm
+
+    max_length = lm.max_length
+    encoded = [[encode_pair(lm.tokenizer, ctx, opt, add_bos) for opt in opts] for ctx, opts in requests]
+    for i, pairs in enumerate(encoded):
+        if any(not cont for _, cont in pairs):
+            raise ValueError(f"an option of request {i} encodes to no tokens: {requests[i][1]}")
+    results: list[ChoiceScores | None] = [None] * len(requests)
+    shared, separate = [], []  # shared: (request index, context ids, option token ids); separate: (i, j, ctx, cont)
+    for i, pairs in enumerate(encoded):
+        contexts = {tuple(c) for c, _ in pairs}
+        if len(contexts) == 1 and all(len(cont) == 1 for _, cont in pairs):
+            shared.append((i, pairs[0][0], [cont[0] for _, cont in pairs]))
+        else:
+            for j, (ctx, cont) in enumerate(pairs):
+                separate.append((i, j, ctx, cont))
+
+    prefix_cache = batch_size > 1 and _accepts_cache(lm.model) and _accepts_logits_to_keep(lm.model)
+    plan = plan_batches([ctx[-max_length:] for _, ctx, _ in shared], batch_size, prefix_cache)
+    n_batches = len(plan) + math.ceil(len(separate) / batch_size)
+    bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
+    for batch, common in plan:
+        batch_items = [shared[k] for k in batch]
+        rows = [ctx[-max_length:] for _, ctx, _ in batch_items]
+        if common:
+            log_probs = _last_log_probs_shared_prefix(lm, rows, common)
+        else:
+            log_probs = _log_probs_at(lm, rows, [[len(r) - 1] for r in rows])
+        batch = batch_items
+        for (i, ctx, option_ids), lp in zip(batch, log_probs):
+            results[i] = ChoiceScores([lp[0, t].item() for t in option_ids], [1] * len(option_ids),
+                                      truncated=len(ctx) > max_length)
+        bar.update(1)
+
+    per_option: dict[tuple[int, int], tuple[float, int, bool]] = {}
+    separate.sort(key=lambda item: -(len(item[2]) + len(item[3])))
+    for start in range(0, len(separate), batch_size):
+        batch = separate[start: start + batch_size]
+        rows, positions = [], []
+        for _, _, ctx, cont in batch:
+            seq = (ctx + cont)[-(max_length + 1):]
+            row = seq[:-1]
+            rows.append(row)
+            positions.append(list(range(len(row) - len(cont), len(row))))
+        log_probs = _log_probs_at(lm, rows, positions)
+        for (i, j, ctx, cont), lp in zip(batch, log_probs):
+            total = lp[torch.arange(len(cont)), torch.tensor(cont)].sum().item()
+            per_option[(i, j)] = (total, len(cont), len(ctx) + len(cont) - 1 > max_length)
+        bar.update(1)
+    bar.close()
+    for i, pairs in enumerate(encoded):
+        if results[i] is None:
+            vals = [per_option[(i, j)] for j in range(len(pairs))]
+            results[i] = ChoiceScores([v[0] for v in vals], [v[1] for v in vals], truncated=any(v[2] for v in vals))
+    return results  # type: ignore[return-value]
+
+
+@dataclass
+class DocumentNLL:
+    """Negative log-likelihood (nats) of one document's tokens, each predicted from its own left context."""
+
+    nll: float
+    n_tokens: int
+    n_windows: int = 1
+    per_token: list[float] = field(default_factory=list, repr=False)
+
+
+def sliding_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
+    """Windows over s = [prefix] + tokens (length n_tokens + 1) that score every token exactly once.
+
+    Each window is (begin, end, first_target): the model reads s[begin:end] and the window scores targets
+    s[first_target .. end] (target k is predicted at input position k - 1 - begin). After the first window, every
+    window adds `stride` new targets and keeps at least max_length - stride tokens of context for them.
+    """
+    if max_length < 1 or not 1 <= stride <= max_length:
+        raise ValueError(f"need 1 <= stride ({stride}) <= max_length ({max_length})")
+    last = n_tokens  # index of the last target in s
+    windows, done = [], 0  # done: targets 1..done are scored
+    while done < last:
+        end = min(last, done + (max_length if done == 0 else stride))
+        begin = max(0, end - max_length)
+        windows.append((begin, end, done + 1))
+        done = end
+    return windows
+
+
+@torch.no_grad()
+def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, stride: int | None = None,
+                batch_size: int = 8, progress: bool = False, desc: str = "bpc") -> list[DocumentNLL]:
+    """NLL of every token of every document, with a sliding window for documents longer than the model's context.
+
+    The first token is predicted from the prefix token (BOS, else EOS), so every character of the text is paid
+    for and bits per character compare across tokenizers.
+    """
+    from tqdm.auto import tqdm
+
+    max_length = max_length or lm.max_length
+    stride = stride or max(1, max_length // 2)
+    prefix = prefix_token_id(lm.tokenizer)
+    jobs = []  # (doc index, input row, target ids, first input position scored)
+    for d, tokens in enumerate(documents):
+        seq = [prefix] + list(tokens)
+        for begin, end, first in sliding_windows(len(tokens), max_length, stride):
+            jobs.append((d, seq[begin:end], seq[first: end + 1], first - 1 - begin))
+    out = [DocumentNLL(0.0, len(t), 0, []) for t in documents]
+    order = sorted(range(len(jobs)), key=lambda k: -len(jobs[k][1]))
+    bar = tqdm(total=math.ceil(len(jobs) / batch_size), desc=desc, disable=not progress, leave=False)
+    pieces: dict[int, list[float]] = {}
+    for start in range(0, len(order), batch_size):
+        batch = [jobs[k] for k in order[start: start + batch_size]]
+        positions = [list(range(first_pos, first_pos + len(targets))) for _, _, targets, first_pos in batch]
+        log_probs = _log_probs_at(lm, [row for _, row, _, _ in batch], positions)
+        for k, (job, lp) in zip(order[start: start + batch_size], zip(batch, log_probs)):
+            targets = job[2]
+            pieces[k] = (-lp[torch.arange(len(targets)), torch.tensor(targets)]).tolist()
+        bar.update(1)
+    bar.close()
+    for k, (d, _, _, _) in enumerate(jobs):  # jobs are in document and window order
+        out[d].per_token.extend(pieces[k])
+        out[d].n_windows += 1
+    for doc in out:
+        doc.nll = math.fsum(doc.per_token)
+    return out

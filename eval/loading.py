@@ -1,0 +1,107 @@
+"""Load the models and tokenizers an evaluation compares, offline, and fingerprint them and the data files.
+
+    from yunshan.eval.loading import load_model, sha256_file
+    lm = load_model("out/yunshan-tiny")        # any HF causal LM folder, PanGu-π included
+
+Every JSON report records the model's and the data files' sha256, so a number can be traced to exact bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+# Files that decide a model's outputs; optimizer states and logs do not.
+_MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for scoring: the model (eval mode), its tokenizer and where it came from."""
+
+    name: str
+    path: str
+    model: object
+    tokenizer: object
+    sha256: str | None
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence the model accepts (config.max_position_embeddings, else the tokenizer's limit)."""
+        config = self.model.config
+        for field in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(config, field, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        value = getattr(self.tokenizer, "model_max_length", None)
+        return value if isinstance(value, int) and 0 < value < 10**7 else 2048
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_model_dir(path: str | Path) -> str | None:
+    """One digest over every file that decides the outputs (weights, config, tokenizer), in sorted order."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _MODEL_FILE_SUFFIXES):
+        digest.update(str(file.relative_to(folder)).encode())
+        digest.update(sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weights: bool = True) -> LoadedModel:
+    """Load `path` with AutoModelForCausalLM / AutoTokenizer, never reaching a hub.
+
+    Args:
+        path: a local folder saved by `save_pretrained` (any causal LM; PanGu-π works because importing yunshan
+            registers it), or a name already in the local HF cache.
+        dtype: "float32" (default: bf16/fp16 matmuls are ~100x slower on CPU), "bfloat16" or "float16".
+        device: torch device string.
+        hash_weights: record the sha256 of the model folder's files (slow only for multi-GB checkpoints).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import yunshan  # noqa: F401  (registers PanGu-π with the Auto classes)
+
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"--dtype {dtype!r} is not valid; use float32, bfloat16 or float16")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"model {path!r}: no such folder (models load offline from a local folder)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), local_files_only=True)
+    model.to(device).eval()
+    if tokenizer.pad_token_id is None:
+        # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
+        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    name = Path(path).name or str(path)
+    return LoadedModel(name=name, path=str(path), model=model, tokenizer=tokenizer,
+                       sha256=sha256_model_dir(path) if hash_weights else None)
+
+
+def load_tokenizer_only(path: str, hash_files: bool = True) -> LoadedModel:
+    """Only the tokenizer of `path` (for compression): `model` is None."""
+    from transformers import AutoTokenizer
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"tokenizer {path!r}: no such folder (tokenizers load offline from a local folder)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return LoadedModel(name=Path(path).name or str(path), path=str(path), model=None, tokenizer=tokenizer,
+                       sha256=sha256_model_dir(path) if hash_files else None)
+
+
+def wrap_model(model, tokenizer, name: str = "model") -> LoadedModel:
+    """Wrap an in-memory model and tokenizer (tests, notebooks) without saving them first."""
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    return LoadedModel(name=name, path="<in memory>", model=model, tokenizer=tokenizer, sha256=None)

@@ -1,0 +1,117 @@
+"""What the two multiple-choice families share: reading A-D question CSVs with checks, and answering them.
+
+    from yunshan.eval.multiple_choice import answer_questions
+    preds = answer_questions(lm, prompts, mode="loglik")      # or mode="generate" for chat models
+
+`ceval.py` (C-Eval, FinEval) and `cmmlu.py` (CMMLU, FinanceIQ) own their columns, prompts and averages; this file
+reads rows (errors name the file, line and field), and turns prompts into predicted letters either by the
+next-token likelihood of "A".."D" (answer-only, batched) or by greedy generation plus answer extraction.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from .extraction import LETTERS, extract_choice
+
+
+@dataclass
+class Question:
+    """One A-D question as read from a benchmark file; `answer` is None only where answers are not required."""
+
+    id: str
+    question: str
+    options: tuple[str, str, str, str]
+    answer: str | None
+    file: str
+    line: int
+
+
+def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, require_answer: bool = True,
+                    header_hint: str = "") -> list[Question]:
+    """Read one subject file.
+
+    Args:
+        path: the CSV file (UTF-8, BOM allowed).
+        columns: role -> column name for the roles "id", "question", "A".."D", "answer".
+        format_name: "C-Eval" or "CMMLU", for error messages.
+        require_answer: every row must have an answer in A-D (dev and scored splits).
+        header_hint: the expected header, quoted in errors.
+    """
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ValueError(f"{path}: empty file; a {format_name} subject file needs the header {header_hint}")
+        index = {}
+        for role, name in columns.items():
+            if name not in header:
+                raise ValueError(f"{path}:1: missing column {name!r} (header is {header}); "
+                                 f"the {format_name} format is {header_hint}")
+            index[role] = header.index(name)
+        questions, line = [], reader.line_num + 1
+        for row in reader:
+            start, line = line, reader.line_num + 1  # a quoted field may span several lines
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) < len(header):
+                raise ValueError(f"{path}:{start}: row has {len(row)} fields, the header has {len(header)}")
+            get = lambda role: row[index[role]].strip() if role in index else ""  # noqa: E731
+            if not get("question"):
+                raise ValueError(f"{path}:{start}: field {columns['question']!r} is empty")
+            answer = get("answer") or None
+            if answer is not None and answer not in LETTERS:
+                raise ValueError(f"{path}:{start}: field {columns['answer']!r} is {answer!r}; "
+                                 f"it must be one of {', '.join(LETTERS)}")
+            if require_answer and answer is None:
+                raise ValueError(f"{path}:{start}: field {columns['answer']!r} is empty; "
+                                 f"scored and few-shot rows need an answer in {', '.join(LETTERS)}")
+            qid = get("id") if "id" in columns else str(len(questions))
+            questions.append(Question(qid or str(len(questions)), get("question"),
+                                      tuple(get(letter) for letter in LETTERS), answer, str(path), start))
+    if not questions:
+        raise ValueError(f"{path}: no questions (empty subject); a subject file needs at least one row")
+    return questions
+
+
+@dataclass
+class Prediction:
+    """A model's answer to one question: the letter (None = no pattern matched), with its evidence."""
+
+    pred: str | None
+    logliks: list[float] | None = None
+    output: str | None = None
+    pattern: str | None = None
+    truncated: bool = False
+
+
+def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: int = 16, add_bos: bool = False,
+                     max_new_tokens: int = 32, chat: bool = False, progress: bool = False,
+                     desc: str = "questions", choices: list[str] | None = None) -> list[Prediction]:
+    """Predicted letters for prompts that end where the answer letter goes.
+
+    mode "loglik": argmax over A-D of the log-likelihood of the letter right after the prompt (answer-only);
+        `choices` are the four continuation strings scored for A-D (default "A".."D").
+    mode "generate": greedy generation (through the chat template when `chat`), then `extract_choice`.
+    """
+    if mode == "loglik":
+        from .likelihood import score_choices
+
+        choices = list(choices or LETTERS)
+        scores = score_choices(lm, [(p, choices) for p in prompts], batch_size=batch_size, add_bos=add_bos,
+                               progress=progress, desc=desc)
+        return [Prediction(LETTERS[s.best], logliks=s.logliks, truncated=s.truncated) for s in scores]
+    if mode == "generate":
+        from .generation import generate
+
+        outputs = generate(lm, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
+                           add_bos=add_bos, progress=progress, desc=desc)
+        preds = []
+        for text in outputs:
+            letter, pattern = extract_choice(text)
+            preds.append(Prediction(letter, output=text, pattern=pattern))
+        return preds
+    raise ValueError(f"--mode {mode!r} is not valid; use loglik or generate")

@@ -1,0 +1,87 @@
+"""Side-by-side markdown tables (rows = models, columns = subjects or task groups, AVG last) and the JSON report.
+
+    from yunshan.eval.report import task_table, write_report
+    print(task_table("fineval", {"base": res_a, "yunshan": res_b}))
+
+Tables are laid out like the paper's Tables 7-10 so a run can be read next to them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _row(name: str, cells: list[str]) -> str:
+    return "| " + " | ".join([name, *cells]) + " |"
+
+
+def task_table(task: str, results: dict[str, dict]) -> str:
+    """One markdown table for one task over several models."""
+    first = next(iter(results.values()))
+    fmt = first["format"]
+    if fmt == "ceval":
+        cols = first["columns"]
+        lines = [_row("Model", [*cols, "AVG"]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["groups"].get(c, {}).get("accuracy")) for c in cols] + [_fmt(r["overall"])]))
+        return "\n".join(lines)
+    if fmt == "cmmlu":
+        cols = first["columns"]
+        lines = [_row("Model", [first["subjects"][c]["name"] for c in cols] + ["AVG"]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["subjects"].get(c, {}).get("accuracy")) for c in cols]
+                              + [_fmt(r["overall"])]))
+        return "\n".join(lines)
+    if fmt == "lawbench":
+        cols = first["columns"]
+        lines = [_row("Model", [*cols, "AVG"]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["levels"][c]) for c in cols] + [_fmt(r["overall"])]))
+        return "\n".join(lines)
+    if fmt == "jecqa":
+        cols = first["columns"]
+        lines = [_row("Model", [*cols, "AVG"]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["sources"].get(c, {}).get("accuracy")) for c in cols]
+                              + [_fmt(r["overall"])]))
+        return "\n".join(lines)
+    if fmt == "compression":
+        cols = first["columns"]
+        lines = [_row("Tokenizer", ["vocab", *[f"{c} tok/char" for c in cols], "all tok/char", "all bytes/tok"]),
+                 "|" + "---|" * (len(cols) + 4)]
+        for name, r in results.items():
+            lines.append(_row(name, [f"{r['vocab_size']:,}"] + [_fmt(r["files"][c]["tokens_per_char"], 3) for c in cols]
+                              + [_fmt(r["all"]["tokens_per_char"], 3), _fmt(r["all"]["bytes_per_token"], 3)]))
+        return "\n".join(lines)
+    if fmt == "bpc":
+        cols = first["columns"]
+        lines = [_row("Model", [f"{c} BPC" for c in cols] + [f"{c} bits/byte" for c in cols]),
+                 "|" + "---|" * (2 * len(cols) + 1)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["files"][c]["bpc"], 4) for c in cols]
+                              + [_fmt(r["files"][c]["bits_per_byte"], 4) for c in cols]))
+        return "\n".join(lines)
+    if fmt == "diversity":
+        n = max(len(r["effective_dimension"]) for r in results.values())
+        lines = [_row("Model", [f"L{i + 1}" for i in range(n)] + ["hidden"]), "|" + "---|" * (n + 2)]
+        for name, r in results.items():
+            dims = r["effective_dimension"] + [None] * (n - len(r["effective_dimension"]))
+            lines.append(_row(name, [str(d) if d is not None else "-" for d in dims] + [str(r["hidden_size"])]))
+        return "\n".join(lines)
+    raise ValueError(f"no table layout for result format {fmt!r}")
+
+
+def write_report(out_dir: str | Path, report: dict, markdown: str) -> tuple[Path, Path]:
+    """Write results.json (every prediction and score) and results.md (the tables) into out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "results.json", out / "results.md"
+    json_path.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    md_path.write_text(markdown + "\n", encoding="utf-8")
+    return json_path, md_path

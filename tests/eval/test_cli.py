@@ -1,0 +1,92 @@
+"""`yunshan eval` end to end on tiny models and small folders written by the tests: every task, two models."""
+
+import json
+
+import pytest
+
+from yunshan.cli import main
+from yunshan.eval.generation import generate
+
+
+def test_every_task_two_models_side_by_side(bench, llama_dir, pangu_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["eval", "--model", str(llama_dir), "--model", str(pangu_dir), "--tasks",
+                 f"fineval={bench['fineval']}", f"financeiq={bench['financeiq']}", f"lawbench={bench['lawbench']}",
+                 f"jecqa={bench['jecqa']}", "bpc", "compression", "diversity",
+                 "--heldout", f"general={bench['general']}", "--heldout", f"legal={bench['legal']}",
+                 "--text", str(bench["legal"]), "--text", str(bench["jecqa"] / "0_test.json"),
+                 "--diversity-text", str(bench["general"]), "--shots", "2", "--max-new-tokens", "8",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    names = list(report["models"])
+    assert names == [llama_dir.name, pangu_dir.name] and all(m["sha256"] for m in report["models"].values())
+
+    fin = report["tasks"]["fineval"]
+    assert set(fin["files"]) >= {"subject_mapping.json", "val/accounting_val.csv", "dev/accounting_dev.csv"}
+    for name in names:
+        r = fin["results"][name]
+        assert r["shots"] == 2 and r["n"] == 12 and len(r["predictions"]) == 12
+        assert r["overall"] == pytest.approx(100 * sum(p["correct"] for p in r["predictions"]) / 12)
+        assert all(len(p["logliks"]) == 4 and p["pred"] in "ABCD" for p in r["predictions"])
+    iq = report["tasks"]["financeiq"]["results"][names[0]]
+    accs = [s["accuracy"] for s in iq["subjects"].values()]
+    assert iq["overall"] == pytest.approx(sum(accs) / len(accs))
+    law = report["tasks"]["lawbench"]["results"][names[1]]
+    assert set(law["tasks"]) == {"1-1", "1-2", "2-9", "3-3", "3-4"} and len(law["missing_tasks"]) == 15
+    assert law["overall"] == pytest.approx(sum(t["score"] for t in law["tasks"].values()) / 5)
+    assert report["tasks"]["jecqa"]["results"][names[0]]["n"] == 2
+    bpc = report["tasks"]["bpc"]["results"][names[0]]["files"]
+    assert set(bpc) == {"general", "legal"} and all(v["bpc"] > 0 for v in bpc.values())
+    comp = report["tasks"]["compression"]["results"][names[0]]
+    assert comp["files"]["legal.txt"]["chars"] == sum(len(d) for d in bench["legal"].read_text(
+        encoding="utf-8").strip().split("\n\n"))
+    assert len(report["tasks"]["diversity"]["results"][names[1]]["effective_dimension"]) == 2
+    assert (out / "diversity.png").stat().st_size > 1000
+    # One table per task, rows = models, AVG last; the forgetting-vs-gain table for the two models.
+    md = (out / "results.md").read_text(encoding="utf-8")
+    assert "| Model | Accounting | Certificate | Finance | AVG |" in md
+    assert "| Model | Memorization | Understanding | Applying | AVG |" in md
+    assert "forgetting (general)" in md and "gain (domain)" in md
+    assert md.count(f"| {names[0]} |") >= 6 and md.strip() in printed
+
+
+def test_generate_mode_reports_unmatched_answers(bench, llama, tmp_path):
+    from yunshan.eval.ceval import run_ceval
+
+    res = run_ceval(llama, bench["fineval"], shots=0, mode="generate", chat=True, max_new_tokens=6)
+    assert all(p["output"] is not None for p in res["predictions"])
+    assert res["unmatched"] == sum(p["pred"] is None for p in res["predictions"])
+    # An unmatched answer is wrong, never guessed.
+    assert all(not p["correct"] for p in res["predictions"] if p["pred"] is None)
+
+
+def test_batched_greedy_generation_equals_one_at_a_time(llama):
+    prompts = ["银行", "根据《刑法》第二百六十四条，盗窃", "题目：企业的资产负债表反映的是"]
+    assert generate(llama, prompts, max_new_tokens=6, batch_size=3) == generate(llama, prompts, max_new_tokens=6,
+                                                                                 batch_size=1)
+
+
+def test_bad_arguments_give_one_line_errors(bench, llama_dir, capsys):
+    assert main(["eval", "--model", str(llama_dir), "--tasks", "mmlu"]) == 1
+    assert "unknown task 'mmlu'" in capsys.readouterr().err
+    assert main(["eval", "--model", str(llama_dir), "--tasks", f"fineval={bench['fineval']}", "--mode", "x",
+                 "--no-progress"]) == 1
+    assert main(["eval", "--model", "/no/such/model", "--tasks", f"fineval={bench['fineval']}"]) == 1
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_compression_needs_only_tokenizers(tokenizer_dir, bench, tmp_path):
+    out = tmp_path / "c"
+    assert main(["eval", "--model", str(tokenizer_dir), "--tasks", "compression", "--text", str(bench["legal"]),
+                 "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    res = report["tasks"]["compression"]["results"][tokenizer_dir.name]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    docs = bench["legal"].read_text(encoding="utf-8").strip().split("\n\n")
+    tokens = sum(len(tok(d, add_special_tokens=False)["input_ids"]) for d in docs)
+    assert res["all"]["tokens"] == tokens
+    assert res["all"]["tokens_per_char"] == pytest.approx(tokens / sum(len(d) for d in docs))

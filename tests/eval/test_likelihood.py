@@ -1,0 +1,151 @@
+"""Batched option scoring and rolling NLL against direct computations with the model's own forward pass."""
+
+import math
+
+import pytest
+import torch
+
+from yunshan.eval.likelihood import encode_pair, rolling_nll, score_choices, sliding_windows
+
+PROMPTS = [
+    "以下是中国关于会计考试的单项选择题，请选出其中的正确答案。\n\n企业的资产负债表反映的是\nA. 财务状况\nB. 经营成果\nC. 现金流量\nD. 利润\n答案：",
+    "题目：商业银行的主要负债是\nA. 贷款\nB. 存款\nC. 债券\nD. 现金\n答案是：",
+    "银行",
+    "下列属于货币政策工具的是\nA. 税收\nB. 公开市场操作\nC. 财政补贴\nD. 国债\n答案：",
+]
+
+
+def direct_logliks(lm, context, options):
+    """Sum of log p(option tokens | context) from one un-padded forward per option."""
+    out = []
+    for opt in options:
+        ctx, cont = encode_pair(lm.tokenizer, context, opt)
+        ids = torch.tensor([ctx + cont])
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids).logits[0].double()
+        lp = torch.log_softmax(logits, -1)
+        out.append(sum(lp[len(ctx) - 1 + k, t].item() for k, t in enumerate(cont)))
+    return out
+
+
+@pytest.mark.parametrize("which", ["llama", "pangu"])
+def test_choice_matches_direct_computation(which, request):
+    lm = request.getfixturevalue(which)
+    opts = ["A", "B", "C", "D"]
+    scores = score_choices(lm, [(p, opts) for p in PROMPTS], batch_size=3)
+    for prompt, s in zip(PROMPTS, scores):
+        direct = direct_logliks(lm, prompt, opts)
+        assert s.logliks == pytest.approx(direct, abs=1e-4)
+        assert s.best == max(range(4), key=lambda i: direct[i])
+        assert s.n_tokens == [1, 1, 1, 1]  # the shared-prefix path: one token per option
+
+
+def test_batched_equals_one_at_a_time(llama):
+    opts = ["A", "B", "C", "D"]
+    one = score_choices(llama, [(p, opts) for p in PROMPTS], batch_size=1)
+    many = score_choices(llama, [(p, opts) for p in PROMPTS], batch_size=16)
+    for a, b in zip(one, many):
+        assert a.logliks == pytest.approx(b.logliks, abs=1e-5)
+        assert a.best == b.best
+
+
+def test_multi_token_options_take_the_separate_path(llama):
+    opts = ["财务状况", "经营成果", "A", "现金流量 and more"]
+    [s] = score_choices(llama, [(PROMPTS[0], opts)], batch_size=2)
+    assert max(s.n_tokens) > 1
+    assert s.logliks == pytest.approx(direct_logliks(llama, PROMPTS[0], opts), abs=1e-4)
+
+
+def test_encode_pair_moves_trailing_space_like_lm_eval(llama):
+    ctx, cont = encode_pair(llama.tokenizer, "答案： ", "A")
+    ctx2, cont2 = encode_pair(llama.tokenizer, "答案：", " A")
+    assert (ctx, cont) == (ctx2, cont2)
+
+
+def test_sliding_windows_score_every_target_once():
+    for n, max_len, stride in [(1, 4, 2), (10, 4, 2), (10, 4, 4), (37, 8, 3), (5, 16, 8)]:
+        targets = []
+        for begin, end, first in sliding_windows(n, max_len, stride):
+            assert end - begin <= max_len and begin < first <= end
+            targets.extend(range(first, end + 1))
+        assert targets == list(range(1, n + 1))
+
+
+def test_rolling_nll_matches_direct_and_windowed_computation(llama):
+    tok = llama.tokenizer
+    doc = tok("根据《刑法》第二百六十四条，盗窃公私财物，数额较大的，处三年以下有期徒刑。银行 证券 保险",
+              add_special_tokens=False)["input_ids"]
+    seq = [tok.bos_token_id] + doc
+    with torch.no_grad():
+        lp = torch.log_softmax(llama.model(input_ids=torch.tensor([seq])).logits[0].double(), -1)
+    direct = -sum(lp[k - 1, seq[k]].item() for k in range(1, len(seq)))
+    [whole] = rolling_nll(llama, [doc], max_length=512)
+    assert whole.n_windows == 1 and whole.nll == pytest.approx(direct, abs=1e-3)
+
+    # A window of 8 tokens, stride 3: recompute each window by hand.
+    manual = 0.0
+    for begin, end, first in sliding_windows(len(doc), 8, 3):
+        with torch.no_grad():
+            wl = torch.log_softmax(llama.model(input_ids=torch.tensor([seq[begin:end]])).logits[0].double(), -1)
+        manual -= sum(wl[k - 1 - begin, seq[k]].item() for k in range(first, end + 1))
+    [windowed] = rolling_nll(llama, [doc], max_length=8, stride=3, batch_size=4)
+    assert windowed.n_windows > 3
+    assert windowed.nll == pytest.approx(manual, abs=1e-3)
+    assert len(windowed.per_token) == len(doc) and math.isfinite(windowed.nll)
+
+
+def _few_shot_prompts():
+    shots = "".join(f"{p}B\n\n" for p in PROMPTS[:2] + PROMPTS[3:])  # a long prefix common to every question
+    tails = ["企业的资产负债表反映的是\nA. 财务状况\nB. 经营成果\nC. 现金流量\nD. 利润\n答案：",
+             "银行\nA. 甲\nB. 乙\nC. 丙\nD. 丁\n答案：", "股票的收益主要来自\nA. 股息\nB. 利息\nC. 租金\nD. 保费\n答案："]
+    return [shots + t for t in tails]
+
+
+@pytest.mark.parametrize("which", ["llama", "pangu", "pangu_conv"])
+def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, tokenizer_dir, tmp_path, monkeypatch):
+    if which == "pangu_conv":  # PanGu-π with the causal neighbour convolution: its cached state is repeated too
+        from transformers import AutoTokenizer
+
+        from yunshan.eval.loading import wrap_model
+        from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+
+        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+        config = PanguPiConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, aug_reduction=4, siaf_neighbor_kernel=3,
+                               max_position_embeddings=512, pad_token_id=0)
+        model = PanguPiForCausalLM(config)
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.neighbor_conv.weight.normal_(0.0, 0.5)
+        lm = wrap_model(model, tok)
+    else:
+        lm = request.getfixturevalue(which)
+    import yunshan.eval.likelihood as lk
+
+    calls = []
+    original = lk._last_log_probs_shared_prefix
+    monkeypatch.setattr(lk, "_last_log_probs_shared_prefix", lambda *a: calls.append(a[2]) or original(*a))
+    prompts = _few_shot_prompts()
+    scores = score_choices(lm, [(p, list("ABCD")) for p in prompts], batch_size=8)
+    assert len(calls) == 1 and calls[0] >= 100  # one batch, the shared prefix of more than 100 tokens ran once
+    for prompt, s in zip(prompts, scores):
+        assert s.logliks == pytest.approx(direct_logliks(lm, prompt, list("ABCD")), abs=1e-4)
+
+
+def test_plan_batches_keeps_subjects_apart_and_pools_the_rest():
+    from yunshan.eval.likelihood import plan_batches
+
+    shots_a, shots_b = list(range(100, 160)), list(range(200, 260))
+    rows = [shots_a + [k, 1] for k in range(20)] + [shots_b + [k, 2] for k in range(20)]
+    rows += [[7, k, 3] for k in range(5)]  # 0-shot questions: nothing worth sharing
+    plan = plan_batches(rows, 16)
+    covered = sorted(k for batch, _ in plan for k in batch)
+    assert covered == list(range(len(rows)))
+    for batch, common in plan:
+        kinds = {rows[k][-1] for k in batch}
+        assert len(kinds) == 1 or common == 0
+        if kinds <= {1, 2}:
+            assert common == 60  # exactly the shot tokens
+    assert [len(b) for b, c in plan if c] == [16, 4, 16, 4]
+    assert all(c == 0 for b, c in plan if {rows[k][-1] for k in b} == {3})
+    assert plan_batches(rows, 16, share_prefixes=False)[0][1] == 0
