@@ -43,57 +43,24 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
 @torch.no_grad()
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
                        batch_size: int = 8) -> dict:
-    """Bits per character (and per byte) of `texts` under `model`.
+    """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
+    (yunshan.eval.likelihood.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS)."""
+    from yunshan.eval.likelihood import rolling_nll
+    from yunshan.eval.loading import LoadedModel
 
-    Every token of a text is scored once: a text longer than `max_length` is read in windows that advance by
-    `stride` (default max_length // 2) and score only the tokens not yet scored, each with at least
-    max_length - stride tokens of context. Each text starts after a separator (BOS if the tokenizer has one, else
-    EOS), so its first token is scored too.
-    """
-    stride = stride or max(1, max_length // 2)
-    sep = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    windows = []  # (ids, number of leading positions not scored)
-    chars = bytes_ = 0
-    for text in texts:
-        ids = [sep] + tokenizer(text, add_special_tokens=False)["input_ids"]
-        chars += len(text)
-        bytes_ += len(text.encode("utf-8"))
-        scored_until = 1  # position 0 (the separator) is context only
-        start = 0
-        while True:
-            end = min(start + max_length, len(ids))
-            windows.append((ids[start:end], scored_until - start))
-            scored_until = end
-            if end == len(ids):
-                break
-            start = end - (max_length - stride)  # keeps max_length - stride tokens of context
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    nll = 0.0
-    tokens = 0
-    windows.sort(key=lambda w: len(w[0]))  # fewer pad tokens per batch
-    for i in range(0, len(windows), batch_size):
-        batch = windows[i : i + batch_size]
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.zeros(len(batch), width, dtype=torch.long)
-        attention = torch.zeros(len(batch), width, dtype=torch.long)
-        for row, (ids, _) in enumerate(batch):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-        logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False).logits
-        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        target = input_ids[:, 1:].to(device)
-        token_nll = -logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-        for row, (ids, skip) in enumerate(batch):
-            # logits[t] predicts ids[t + 1]; score targets at positions >= max(skip, 1).
-            first = max(skip, 1) - 1
-            nll += token_nll[row, first : len(ids) - 1].sum().item()
-            tokens += len(ids) - 1 - first
-    if was_training:
-        model.train()
-    bits = nll / math.log(2)
-    return {"bpc": bits / chars, "bits_per_byte": bits / bytes_, "tokens": tokens, "chars": chars,
+    try:
+        lm = LoadedModel(name="training", path="", model=model, tokenizer=tokenizer, sha256=None)
+        ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+        nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size)
+    finally:
+        model.train(was_training)
+    bits = math.fsum(d.nll for d in nlls) / math.log(2)
+    chars = sum(len(t) for t in texts)
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    tokens = sum(d.n_tokens for d in nlls)
+    return {"bpc": bits / chars, "bits_per_byte": bits / n_bytes, "tokens": tokens, "chars": chars,
             "tokens_per_char": tokens / chars}
 
 
