@@ -39,6 +39,7 @@ class SftSourceArgs:
     max_samples: int | None = field(default=None, metadata={"help": "cap on samples from this source (after weight)"})
     system: str | None = field(default=None, metadata={"help": "system prompt added to samples that have none"})
     heldout: int = field(default=0, metadata={"help": "samples held out for generation at the end"})
+    card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
     def __post_init__(self):
         if self.format not in SFT_FORMATS:

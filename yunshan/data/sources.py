@@ -62,6 +62,7 @@ class SourceArgs:
     txt_document: str = field(
         default="paragraph", metadata={"help": "txt files: one document per line, paragraph (blank line) or file"}
     )
+    card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
     def __post_init__(self):
         if (self.path is None) == (self.dataset is None):
