@@ -261,7 +261,44 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
         apply_override(data, key, value)
         lines[key] = 0  # an overridden value comes from the command line, not the file
     builder = _Builder(filename, lines)
+    data = expand_variables(data, path_variables(Path(path).parent if path is not None else Path.cwd()), builder)
     return builder.build(cls, data, "")
+
+
+def path_variables(recipe_dir: Path) -> dict[str, str]:
+    """${...} variables usable in recipe strings."""
+    import os
+
+    from yunshan.samples import sample_data_dir
+
+    return {
+        "samples": str(sample_data_dir()),
+        "data": os.environ.get("YUNSHAN_DATA", "data"),
+        "models": os.environ.get("YUNSHAN_MODELS", "models"),
+        "recipe_dir": str(recipe_dir.resolve()),
+    }
+
+
+def expand_variables(data, variables: dict[str, str], builder=None, path: str = ""):
+    """Replace ${name} in every string of the raw recipe; an unknown name is an error naming the key."""
+    import re
+
+    if isinstance(data, dict):
+        return {k: expand_variables(v, variables, builder, _join(path, k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [expand_variables(v, variables, builder, _join(path, str(i))) for i, v in enumerate(data)]
+    if isinstance(data, str) and "${" in data:
+        def replace(match):
+            name = match.group(1)
+            if name not in variables:
+                message = f"unknown variable ${{{name}}}; known: {', '.join('${' + v + '}' for v in variables)}"
+                if builder is not None:
+                    builder.fail(path, message)
+                raise RecipeError(f"{path}: {message}")
+            return variables[name]
+
+        return re.sub(r"\$\{([A-Za-z_]+)\}", replace, data)
+    return data
 
 
 def recipe_to_dict(recipe) -> dict:
@@ -478,3 +515,109 @@ class SftRecipe:
     training: TrainArgs = field(default_factory=lambda: TrainArgs(output_dir="runs/sft", learning_rate=2e-5,
                                                                   weight_decay=0.0))
     lora: LoraArgs = field(default_factory=LoraArgs)
+
+
+# ================================================================ the whole pipeline: `yunshan run RECIPE.yaml`
+
+
+
+@dataclass
+class BaseStageArgs:
+    """Stand-in base model for machines that cannot download one (the demo): a BPE tokenizer trained on general
+    text and a small PanGu-π pretrained on it. Real recipes leave this off and name a downloaded base model."""
+
+    enabled: bool = field(default=False, metadata={"help": "build the stand-in base (instead of model.name_or_path)"})
+    tokenizer_corpus: list[str] = field(default_factory=list, metadata={"help": "text for the base tokenizer"})
+    vocab_size: int = field(default=4000, metadata={"help": "base tokenizer vocabulary (byte-level BPE)"})
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    data: CptDataArgs = field(default_factory=CptDataArgs)
+    training: TrainArgs = field(default_factory=TrainArgs)
+
+
+@dataclass
+class TokenizerStageArgs:
+    """Vocabulary extension (yunshan.tokenizer): continued BPE on domain text plus curated word lists."""
+
+    enabled: bool = field(default=True, metadata={"help": "extend the base tokenizer"})
+    corpus: list[str] = field(default_factory=list, metadata={"help": "domain corpus files for the domain BPE"})
+    words: list[str] = field(default_factory=lambda: ["builtin:finance", "builtin:legal"],
+                             metadata={"help": "word lists (files or builtin:finance / builtin:legal)"})
+    new_tokens: int = field(default=1000, metadata={"help": "tokens to add"})
+    min_frequency: int = field(default=2, metadata={"help": "minimum pair frequency for a merge"})
+    report_texts: list[str] = field(default_factory=list, metadata={"help": "texts for the compression report"})
+
+
+@dataclass
+class EvalStageArgs:
+    """Evaluation before (base model) and after (final model), through `yunshan eval`."""
+
+    enabled: bool = field(default=True, metadata={"help": "evaluate before and after"})
+    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"],
+                             metadata={"help": "yunshan eval tasks (NAME or NAME=PATH)"})
+    heldout: list[str] = field(default_factory=list, metadata={"help": "LABEL=FILE held-out texts for bpc "
+                                                                       "(label general = the forgetting column)"})
+    text: list[str] = field(default_factory=list, metadata={"help": "texts for the compression task"})
+    data_dir: str | None = field(default=None, metadata={"help": "benchmark folder (default: the bundled samples)"})
+    limit: int | None = field(default=None, metadata={"help": "questions per subject / records per task"})
+    shots: int = field(default=5, metadata={"help": "k-shot for multiple choice"})
+    mode: str = field(default="loglik", metadata={"help": "loglik (answer-only) or generate"})
+    max_length: int | None = field(default=None, metadata={"help": "bpc window (default: the model's context)"})
+    batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
+
+
+@dataclass
+class CptStageArgs:
+    enabled: bool = field(default=True, metadata={"help": "run continual pretraining"})
+    data: CptDataArgs = field(default_factory=CptDataArgs)
+    training: TrainArgs = field(default_factory=TrainArgs)
+    lora: LoraArgs = field(default_factory=LoraArgs)
+    monitor: MonitorArgs = field(default_factory=MonitorArgs)
+
+
+@dataclass
+class SftStageArgs:
+    enabled: bool = field(default=True, metadata={"help": "run the mixed SFT"})
+    data: SftDataArgs = field(default_factory=SftDataArgs)
+    training: TrainArgs = field(default_factory=lambda: TrainArgs(learning_rate=2e-5, weight_decay=0.0))
+    lora: LoraArgs = field(default_factory=LoraArgs)
+
+
+@dataclass
+class ExportStageArgs:
+    enabled: bool = field(default=True, metadata={"help": "export the final model with a model card"})
+    license: str = field(default="apache-2.0", metadata={"help": "license in the model card"})
+    language: list[str] = field(default_factory=lambda: ["zh", "en"], metadata={"help": "languages in the card"})
+    adapter: bool = field(default=False, metadata={"help": "export the LoRA adapter instead of merged weights"})
+
+
+@dataclass
+class PushStageArgs:
+    enabled: bool = field(default=False, metadata={"help": "push the export to the Hugging Face Hub"})
+    repo_id: str | None = field(default=None, metadata={"help": "ORG/NAME"})
+    private: bool = field(default=True, metadata={"help": "create the repository private"})
+    revision: str | None = field(default=None, metadata={"help": "branch to push to"})
+    create_pr: bool = field(default=False, metadata={"help": "open a pull request instead of committing"})
+
+
+@dataclass
+class PipelineRecipe:
+    """The YunShan pipeline: `yunshan run RECIPE.yaml [--from STAGE] [--dry-run] [key=value ...]`.
+
+    Paths may use ${samples} (the bundled sample data), ${data} (env YUNSHAN_DATA, default ./data),
+    ${models} (env YUNSHAN_MODELS, default ./models) and ${recipe_dir}."""
+
+    name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
+    output_dir: str = field(default="runs/yunshan", metadata={"help": "run folder: one subfolder per stage"})
+    model: ModelArgs | None = field(default=None, metadata={"help": "the base model (unless base.enabled)"})
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    base: BaseStageArgs = field(default_factory=BaseStageArgs)
+    tokenizer_extension: TokenizerStageArgs = field(default_factory=TokenizerStageArgs)
+    eval: EvalStageArgs = field(default_factory=EvalStageArgs)
+    cpt: CptStageArgs = field(default_factory=CptStageArgs)
+    sft: SftStageArgs = field(default_factory=SftStageArgs)
+    export: ExportStageArgs = field(default_factory=ExportStageArgs)
+    push: PushStageArgs = field(default_factory=PushStageArgs)
+
+    def __post_init__(self):
+        if self.base.enabled == (self.model is not None):
+            raise ValueError("give exactly one of model (a downloaded base) or base.enabled: true (stand-in base)")
