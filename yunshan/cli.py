@@ -18,6 +18,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("yunshan.models.commands", "inspect PanGu-π presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
+    "tokenizer": ("yunshan.tokenizer.commands", "extend a tokenizer with domain vocabulary; compare compression"),
 }
 
 
