@@ -327,6 +327,9 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     }
     files[REPORT_FILE] = (json.dumps(report, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     _write_atomically(Path(args.out), files, args.overwrite)
+    if len(new_strings) < args.new_tokens:
+        log(f"only {len(new_strings)} of the {args.new_tokens} new tokens requested were learned: "
+            f"{report['new_tokens']['corpus_stop_reason']}")
     log(f"wrote {args.out}: vocabulary {base_size:,} -> {base_size + len(new_strings):,} "
         f"({from_word_lists} from word lists, {len(new_strings) - from_word_lists} from the corpus) "
         f"in {time.perf_counter() - started:.1f}s")

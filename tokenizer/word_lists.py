@@ -7,8 +7,8 @@ dropped and counted. `builtin:NAME` names a list shipped in tokenizer/wordlists/
 legal_en; `builtin:finance`, `builtin:legal` and `builtin:all` expand to several); see wordlists/README.md.
 
 A term is not added as a special token (that would cut text around it and never compose). It is encoded with the
-current vocabulary, then merges joining its pieces left to right are appended until it is one token; pieces that
-already join are reused (../shared/docs/tokenizer-extension.md, "Word lists"). The chains are built before the
+current vocabulary, then merges joining its first two pieces are appended and the term re-encoded, until it is one
+token; pieces that already join are reused (../shared/docs/tokenizer-extension.md, "Word lists"). The chains are built before the
 corpus BPE, so they rank above the corpus merges and the corpus BPE learns on top of them. A term gets one chain per
 form in which a text shows it: alone ("资产负债表"); after a space for Latin-script terms of byte-level tokenizers
 (" amortization"); and, for SentencePiece-style tokenizers, also inside a word for scripts written without spaces
@@ -101,7 +101,7 @@ class TermResult:
     # "added", "already_one_token", "split_by_pre_tokenizer", "reserved" (a piece would equal an added or
     # byte-fallback token), "not_one_token" (SentencePiece semantics joined the pieces differently)
     status: str
-    forms: list[str] = field(default_factory=list)   # model-space words that now encode to one token
+    forms: list[str] = field(default_factory=list)   # model-space words that encode to one token
     new_tokens: int = 0
 
 
@@ -157,6 +157,7 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
             results.append(TermResult(term, "split_by_pre_tokenizer"))
             continue
         result = TermResult(term, "already_one_token")
+        steps_before = len(steps)
         for form in forms:
             symbols = []
             for symbol in initial_symbols(base, form, vocab, mergeable):
@@ -169,12 +170,13 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
                         result.new_tokens += 1
                     symbol = vocab[char]
                 symbols.append(symbol)
+            # Join the first two pieces of the current segmentation, re-encode, repeat: each new merge ranks last,
+            # so it fires only once every existing merge is done, and the next merge is chosen on what the encoder
+            # then really produces (a blind left-to-right chain fails on repeats such as 融资融券, where the first
+            # merge fires twice).
             pieces = apply_merges(symbols, table)
-            if len(pieces) == 1:
-                continue
-            current = pieces[0]
-            for piece in pieces[1:]:
-                string = strings[current] + strings[piece]
+            while len(pieces) > 1:
+                string = strings[pieces[0]] + strings[pieces[1]]
                 if string in reserved:
                     result.status = "reserved"
                     break
@@ -186,16 +188,17 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
                     vocab[string] = token
                     kind = "merge"
                     result.new_tokens += 1
-                table.add(current, piece, token)
-                steps.append(LearnedStep(kind, current, piece, token, string, 0))
-                current = token
-            if result.status == "reserved":
-                break
-            if apply_merges(symbols, table) != [current]:
-                result.status = "not_one_token"
+                table.add(pieces[0], pieces[1], token)
+                steps.append(LearnedStep(kind, pieces[0], pieces[1], token, string, 0))
+                shorter = apply_merges(symbols, table)
+                if len(shorter) >= len(pieces):  # SentencePiece semantics joined other pieces first
+                    result.status = "not_one_token"
+                    break
+                pieces = shorter
+            if result.status != "already_one_token":
                 break
             result.forms.append(form)
-        if result.status == "already_one_token" and (result.forms or result.new_tokens):
+        if result.status == "already_one_token" and len(steps) > steps_before:
             result.status = "added"
         results.append(result)
     return steps, results
