@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import extend
+from tokenizer_fixtures import extend
 from transformers import AutoTokenizer
 
 from yunshan.tokenizer.word_lists import BUILTIN_LISTS, WORDLIST_DIR, load_word_list, resolve_word_lists

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import KINDS
+from tokenizer_fixtures import KINDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

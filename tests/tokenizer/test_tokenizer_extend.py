@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 
 import pytest
-from conftest import KINDS, NEW_TOKENS, base_folder, extend
+from tokenizer_fixtures import KINDS, NEW_TOKENS, base_folder, extend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
