@@ -24,6 +24,7 @@ import copy
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,11 @@ SUPPORTED = ("BPE tokenizer.json files, byte-level (GPT-2 / Llama-3 / Qwen style
 COPIED_FILES = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "chat_template.json",
                 "added_tokens.json", "generation_config.json")
 _BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+# The pattern the `tokenizers` ByteLevel pre-tokeniser uses when use_regex=true (GPT-2's).
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+# Documents compared word for word between the fast counting path and the `tokenizers` pipeline before the fast
+# path is trusted for a corpus.
+FAST_PATH_CHECK_DOCUMENTS = 200
 # A SentencePiece-style word: a run of "▁" and what follows up to the next "▁" (or text before the first "▁").
 _METASPACE_WORD = re.compile(r"▁+[^▁]*|[^▁]+")
 
@@ -61,6 +67,8 @@ def bytes_to_unicode() -> dict[int, str]:
 
 BYTE_TO_CHAR = bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+# str.translate table from latin-1 code points (one per UTF-8 byte) to the byte-level alphabet.
+_LATIN1_TO_BYTE_LEVEL = {b: c for b, c in BYTE_TO_CHAR.items()}
 
 
 def _types(component) -> list[str]:
@@ -169,6 +177,79 @@ class BaseTokenizer:
                 for word in found:
                     out.extend(_METASPACE_WORD.findall(word))
         return out
+
+    def _fast_split_pattern(self) -> str | None:
+        """The split regex of a byte-level pipeline the `regex` module can run exactly, or None."""
+        if self.kind != "byte_level" or self.data.get("normalizer") is not None:
+            return None
+        pre = self.data.get("pre_tokenizer") or {}
+        if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
+            return GPT2_SPLIT
+        steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+        if (steps and len(steps) == 2 and steps[0].get("type") == "Split" and "Regex" in steps[0].get("pattern", {})
+                and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert")
+                and steps[1].get("type") == "ByteLevel" and not steps[1].get("use_regex", True)
+                and not steps[1].get("add_prefix_space")):
+            return steps[0]["pattern"]["Regex"]
+        return None
+
+    def count_words(self, documents) -> Counter:
+        """Frequency of every pre-tokenised word (model space) over an iterable of documents.
+
+        Fast path for byte-level pipelines made of one split regex plus the byte mapping (GPT-2, Llama-3, Qwen
+        without normaliser): the `regex` module splits each document and the byte mapping runs once per unique
+        piece. `tokenizers`' own `pre_tokenize_str` spends most of its time building offsets for every piece, which
+        this path does not need. The fast path is used only after it matched the `tokenizers` pipeline word for
+        word on the first documents; otherwise (and for every other pipeline) `words()` does the counting.
+        """
+        counter: Counter = Counter()
+        documents = iter(documents)
+        pattern = self._fast_split_pattern()
+        if pattern is not None:
+            import regex
+
+            splitter = regex.compile(pattern)
+
+            def split(document: str) -> list[str]:
+                pieces = []
+                # Added tokens are cut out first, as in words().
+                for text in (self._added_split.split(document) if self._added_split is not None else [document]):
+                    if not splitter.groups:
+                        found = splitter.findall(text)
+                        if sum(map(len, found)) == len(text):  # the matches cover the text: no gaps to keep
+                            pieces += found
+                            continue
+                    end = 0
+                    for match in splitter.finditer(text):
+                        if match.start() > end:  # text between matches is a piece too ("Isolated" keeps it)
+                            pieces.append(text[end:match.start()])
+                        pieces.append(match.group())
+                        end = match.end()
+                    if end < len(text):
+                        pieces.append(text[end:])
+                return pieces
+
+            raw: Counter = Counter()
+            for checked, text in enumerate(documents):
+                pieces = split(text)
+                if checked < FAST_PATH_CHECK_DOCUMENTS:
+                    mapped = [p.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL) for p in pieces]
+                    if mapped != self.words(text):
+                        self.notes.append("the fast word count did not match the tokenizers pipeline on this "
+                                          "corpus; counted with the pipeline instead")
+                        counter.update(self.words(text))
+                        for rest in documents:
+                            counter.update(self.words(rest))
+                        for piece, count in raw.items():
+                            counter[piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)] += count
+                        return counter
+                raw.update(pieces)
+            for piece, count in raw.items():
+                counter[piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)] += count
+            return counter
+        for text in documents:
+            counter.update(self.words(text))
+        return counter
 
     def segment(self, word: str) -> list[int]:
         """The base model's segmentation of one pre-tokenised word (every base merge applied)."""

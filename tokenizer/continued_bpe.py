@@ -80,7 +80,9 @@ def learn_continued_bpe(
     counts = list(counts)
 
     def cost(word: list[int]) -> int:
-        return sum(pending[s][1] if s < 0 else 1 for s in word)
+        if not pending:
+            return len(word)
+        return len(word) + sum(pending[s][1] - 1 for s in word if s < 0)
 
     tokens_before = sum(cost(w) * c for w, c in zip(words, counts))
     pair_count: dict[tuple[int, int], int] = defaultdict(int)

@@ -7,15 +7,15 @@ text with one document per line. Bad input gets a message naming the file, line 
 empty file, a line that is not valid JSON or lacks the field, invalid UTF-8 (with the byte offset; with
 `on_invalid_utf8="skip"` the offending lines are skipped and counted instead).
 
-Counting is the `tokenizers` library's normaliser and pre-tokeniser (Rust) per document plus a `collections.Counter`
-over the resulting words (C); no Python loop touches single characters.
+Counting is the base pipeline's normaliser and pre-tokeniser per document plus a `collections.Counter` over the
+resulting words (C); no Python loop touches single characters (see `BaseTokenizer.count_words` for the fast path).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -114,11 +114,9 @@ def iter_documents(paths: list[str | Path], *, text_field: str = "text", on_inva
                                 if file_stats.skipped_invalid_utf8 else ""))
 
 
-def count_words(documents: Iterator[str], words_of: Callable[[str], list[str]], stats: CorpusStats) -> Counter:
-    """Frequency of every pre-tokenised word over the documents."""
-    counter: Counter = Counter()
-    for text in documents:
-        counter.update(words_of(text))
+def count_words(documents: Iterator[str], base, stats: CorpusStats) -> Counter:
+    """Frequency of every pre-tokenised word of the base pipeline over the documents (`BaseTokenizer.count_words`)."""
+    counter = base.count_words(documents)
     stats.words = sum(counter.values())
     stats.unique_words = len(counter)
     return counter

@@ -233,7 +233,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     stats = CorpusStats()
     documents = iter_documents(args.corpus, text_field=args.text_field, on_invalid_utf8=args.on_invalid_utf8,
                                stats=stats)
-    counter = count_words(documents, base.words, stats)
+    counter = count_words(documents, base, stats)
     counted = time.perf_counter()
     log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {stats.words:,} words "
         f"({stats.unique_words:,} unique) in {counted - started:.1f}s")
