@@ -28,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import regex
+
 from .sentencepiece_model import (
     extended_proto_bytes,  # noqa: F401  (re-exported for extend.py)
     load_model_proto,
@@ -49,6 +51,8 @@ GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(
 FAST_PATH_CHECK_DOCUMENTS = 200
 # A SentencePiece-style word: a run of "▁" and what follows up to the next "▁" (or text before the first "▁").
 _METASPACE_WORD = re.compile(r"▁+[^▁]*|[^▁]+")
+# Training pieces of a SentencePiece-style word: punctuation runs apart from the rest.
+_PUNCTUATION_SPLIT = regex.compile(r"\p{P}+|[^\p{P}]+")
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -178,77 +182,123 @@ class BaseTokenizer:
                     out.extend(_METASPACE_WORD.findall(word))
         return out
 
-    def _fast_split_pattern(self) -> str | None:
-        """The split regex of a byte-level pipeline the `regex` module can run exactly, or None."""
-        if self.kind != "byte_level" or self.data.get("normalizer") is not None:
-            return None
+    def training_words(self, text: str) -> list[str]:
+        """The words the corpus BPE counts: `words()`, with SentencePiece-style words also cut at punctuation.
+
+        A SentencePiece-style word runs from one space to the next, so a Chinese sentence is one word; cutting it at
+        punctuation keeps the training pieces short and repeated (no new token then contains punctuation).
+        """
+        found = self.words(text)
+        if self.kind == "byte_level":
+            return found
+        return [piece for word in found for piece in _PUNCTUATION_SPLIT.findall(word)]
+
+    def _fast_splitter(self):
+        """(split, to_model) that reproduce `training_words` without `tokenizers`' per-piece offsets, or None.
+
+        split(document) -> raw pieces; to_model(piece) -> the model-space word (run once per unique piece).
+        """
         pre = self.data.get("pre_tokenizer") or {}
-        if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
-            return GPT2_SPLIT
-        steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
-        if (steps and len(steps) == 2 and steps[0].get("type") == "Split" and "Regex" in steps[0].get("pattern", {})
-                and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert")
-                and steps[1].get("type") == "ByteLevel" and not steps[1].get("use_regex", True)
-                and not steps[1].get("add_prefix_space")):
-            return steps[0]["pattern"]["Regex"]
-        return None
+        norm = self.data.get("normalizer")
+        if self.kind == "byte_level":
+            if norm is not None:
+                return None
+            pattern = None
+            if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
+                pattern = GPT2_SPLIT
+            steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+            if (steps and len(steps) == 2 and steps[0].get("type") == "Split"
+                    and "Regex" in steps[0].get("pattern", {}) and steps[0].get("behavior") == "Isolated"
+                    and not steps[0].get("invert") and steps[1].get("type") == "ByteLevel"
+                    and not steps[1].get("use_regex", True) and not steps[1].get("add_prefix_space")):
+                pattern = steps[0]["pattern"]["Regex"]
+            if pattern is None:
+                return None
+            splitter = regex.compile(pattern)
+
+            def split_text(text: str) -> list[str]:
+                if not splitter.groups:
+                    found = splitter.findall(text)
+                    if sum(map(len, found)) == len(text):  # the matches cover the text: no gaps to keep
+                        return found
+                pieces, end = [], 0
+                for match in splitter.finditer(text):
+                    if match.start() > end:  # text between matches is a piece too ("Isolated" keeps it)
+                        pieces.append(text[end:match.start()])
+                    pieces.append(match.group())
+                    end = match.end()
+                if end < len(text):
+                    pieces.append(text[end:])
+                return pieces
+
+            def to_model(piece: str) -> str:
+                return piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)
+        else:
+            # "▁" handling of the two SentencePiece-style layouts: Prepend("▁") + Replace(" ", "▁") normaliser and
+            # no pre-tokeniser (SentencePiece's own order), or a Metaspace pre-tokeniser and no normaliser.
+            legacy = [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "},
+                                                              "content": "▁"}]
+            if norm is not None and not pre and norm.get("type") == "Sequence" and \
+                    norm.get("normalizers") in (legacy, legacy[1:]):
+                always = len(norm["normalizers"]) == 2
+
+                def prefix(text: str) -> str:
+                    return ("▁" if always else "") + text.replace(" ", "▁")
+            elif norm is None and pre.get("type") == "Metaspace" and pre.get("replacement") == "▁":
+                scheme = pre.get("prepend_scheme", "always")
+
+                def prefix(text: str) -> str:
+                    text = text.replace(" ", "▁")
+                    return text if scheme == "never" or text.startswith("▁") else "▁" + text
+            else:
+                return None
+            pieces_of = regex.compile(r"▁+[^▁\p{P}]*|\p{P}+|[^▁\p{P}]+")
+
+            def split_text(text: str) -> list[str]:
+                return pieces_of.findall(prefix(text))
+
+            def to_model(piece: str) -> str:
+                return piece
+
+        def split(document: str) -> list[str]:
+            if self._added_split is None:
+                return split_text(document)
+            # Added tokens are cut out first, as in words().
+            return [p for text in self._added_split.split(document) if text for p in split_text(text)]
+
+        return split, to_model
 
     def count_words(self, documents) -> Counter:
-        """Frequency of every pre-tokenised word (model space) over an iterable of documents.
+        """Frequency of every training word (model space, `training_words`) over an iterable of documents.
 
-        Fast path for byte-level pipelines made of one split regex plus the byte mapping (GPT-2, Llama-3, Qwen
-        without normaliser): the `regex` module splits each document and the byte mapping runs once per unique
-        piece. `tokenizers`' own `pre_tokenize_str` spends most of its time building offsets for every piece, which
-        this path does not need. The fast path is used only after it matched the `tokenizers` pipeline word for
-        word on the first documents; otherwise (and for every other pipeline) `words()` does the counting.
+        Fast path for the common pipelines (a byte-level split regex plus the byte mapping, as GPT-2, Llama-3 and
+        Qwen without normaliser; the two SentencePiece-style "▁" layouts): the `regex` module splits each document
+        and the byte mapping runs once per unique piece. `tokenizers`' own `pre_tokenize_str` spends most of its
+        time building offsets for every piece, which counting does not need. The fast path is used only after it
+        matched the `tokenizers` pipeline word for word on the first documents of the corpus; otherwise (and for
+        every other pipeline) `training_words()` does the counting.
         """
         counter: Counter = Counter()
         documents = iter(documents)
-        pattern = self._fast_split_pattern()
-        if pattern is not None:
-            import regex
-
-            splitter = regex.compile(pattern)
-
-            def split(document: str) -> list[str]:
-                pieces = []
-                # Added tokens are cut out first, as in words().
-                for text in (self._added_split.split(document) if self._added_split is not None else [document]):
-                    if not splitter.groups:
-                        found = splitter.findall(text)
-                        if sum(map(len, found)) == len(text):  # the matches cover the text: no gaps to keep
-                            pieces += found
-                            continue
-                    end = 0
-                    for match in splitter.finditer(text):
-                        if match.start() > end:  # text between matches is a piece too ("Isolated" keeps it)
-                            pieces.append(text[end:match.start()])
-                        pieces.append(match.group())
-                        end = match.end()
-                    if end < len(text):
-                        pieces.append(text[end:])
-                return pieces
-
-            raw: Counter = Counter()
-            for checked, text in enumerate(documents):
-                pieces = split(text)
-                if checked < FAST_PATH_CHECK_DOCUMENTS:
-                    mapped = [p.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL) for p in pieces]
-                    if mapped != self.words(text):
-                        self.notes.append("the fast word count did not match the tokenizers pipeline on this "
-                                          "corpus; counted with the pipeline instead")
-                        counter.update(self.words(text))
-                        for rest in documents:
-                            counter.update(self.words(rest))
-                        for piece, count in raw.items():
-                            counter[piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)] += count
-                        return counter
-                raw.update(pieces)
-            for piece, count in raw.items():
-                counter[piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)] += count
+        fast = self._fast_splitter()
+        if fast is None:
+            for text in documents:
+                counter.update(self.training_words(text))
             return counter
-        for text in documents:
-            counter.update(self.words(text))
+        split, to_model = fast
+        raw: Counter = Counter()
+        for checked, text in enumerate(documents):
+            pieces = split(text)
+            if checked < FAST_PATH_CHECK_DOCUMENTS and [to_model(p) for p in pieces] != self.training_words(text):
+                self.notes.append("the fast word count did not match the tokenizers pipeline on this corpus; "
+                                  "counted with the pipeline instead")
+                counter.update(self.training_words(text))
+                for rest in documents:
+                    counter.update(self.training_words(rest))
+                break
+            raw.update(pieces)
+        for piece, count in raw.items():
+            counter[to_model(piece)] += count
         return counter
 
     def segment(self, word: str) -> list[int]:

@@ -29,6 +29,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -94,24 +95,54 @@ def _token_chars(base: BaseTokenizer):
     return len
 
 
+# Training pieces longer than this many tokens are cut (losing one pair per cut): the merge loop's cost grows with
+# the length of the pieces, and a long run of Chinese without punctuation is one word.
+MAX_PIECE_TOKENS = 64
+
+
 def _initial_segmentations(base: BaseTokenizer, counter, strings, vocab, mergeable, table, chain_results: set[str]):
-    """Each unique word as base tokens (+ chains), with characters spelled in byte tokens made pending symbols."""
-    # A chain merge can only start on a word holding a left half of some chain result: test that first (a C-level
-    # set intersection) and run the Python encoder on those words only.
+    """The training pieces: each unique word as base tokens (+ chains), as (segmentation, count) lists.
+
+    Characters the base spells in byte-fallback tokens become pending symbols (negative ids). Pieces are cut at
+    MAX_PIECE_TOKENS; identical pieces are counted together.
+    """
+    # A chain merge can only start on a piece holding a left half of some chain result: test that first (a C-level
+    # set intersection) and run the Python encoder on those pieces only.
     chain_lefts = {vocab[r[:cut]] for r in chain_results for cut in range(1, len(r)) if r[:cut] in vocab}
     pending: dict[int, tuple[str, int]] = {}
     pending_id: dict[str, int] = {}
-    words: list[list[int]] = []
-    counts: list[int] = []
-    regroup = base.kind != "byte_level" and base.byte_fallback
+    pieces: Counter = Counter()
+    byte_value = {i: int(t[3:5], 16) for i, t in enumerate(base.id_to_token) if t and base.is_byte_token(i)}
+
+    def pending_symbol(char: str) -> int:
+        if char not in pending_id:
+            pending_id[char] = -(len(pending_id) + 1)
+            pending[pending_id[char]] = (char, len(char.encode("utf-8")))
+        return pending_id[char]
+
+    def flush(piece: list[int], count: int) -> None:
+        if chain_lefts and len(piece) > 1 and not chain_lefts.isdisjoint(piece):
+            # Chain merges rank after every base merge: applied to the finished base segmentation; pending
+            # characters split the piece, no merge can cross them.
+            parts, current = [], []
+            for idx in piece:
+                if idx < 0:
+                    parts += [apply_merges(current, table), [idx]]
+                    current = []
+                else:
+                    current.append(idx)
+            piece = [i for part in parts + [apply_merges(current, table)] for i in part]
+        if len(piece) > 1 or (piece and piece[0] < 0):
+            pieces[tuple(piece)] += count
+
     for word, count in counter.items():
         seg = base.segment(word)
-        if regroup and any(base.is_byte_token(i) for i in seg):
+        if byte_value and not byte_value.keys().isdisjoint(seg):
             out: list[int] = []
             buffer = bytearray()
             for idx in seg + [None]:
-                if idx is not None and base.is_byte_token(idx):
-                    buffer.append(int(strings[idx][3:5], 16))
+                if idx in byte_value:
+                    buffer.append(byte_value[idx])
                     continue
                 if buffer:
                     try:
@@ -120,31 +151,20 @@ def _initial_segmentations(base: BaseTokenizer, counter, strings, vocab, mergeab
                         out += [vocab[f"<0x{b:02X}>"] for b in buffer]
                     else:
                         for char in chars:
-                            if char in vocab and mergeable(vocab[char]):
-                                out.append(vocab[char])
-                            else:
-                                if char not in pending_id:
-                                    pending_id[char] = -(len(pending_id) + 1)
-                                    pending[pending_id[char]] = (char, len(char.encode("utf-8")))
-                                out.append(pending_id[char])
+                            known = vocab.get(char)
+                            out.append(known if known is not None and mergeable(known) else pending_symbol(char))
                     buffer.clear()
                 if idx is not None:
                     out.append(idx)
             seg = out
-        if chain_lefts and len(seg) > 1 and not chain_lefts.isdisjoint(seg):
-            # Chain merges rank after every base merge: applied to the finished base segmentation.
-            parts, current = [], []
-            for idx in seg:  # pending characters split the word: no merge can cross them
-                if idx < 0:
-                    parts += [apply_merges(current, table), [idx]]
-                    current = []
-                else:
-                    current.append(idx)
-            seg = [i for part in parts + [apply_merges(current, table)] for i in part]
-        if len(seg) > 1 or (seg and seg[0] < 0):
-            words.append(seg)
-            counts.append(count)
-    return words, counts, pending
+        piece: list[int] = []
+        for idx in seg:
+            piece.append(idx)
+            if len(piece) == MAX_PIECE_TOKENS:
+                flush(piece, count)
+                piece = []
+        flush(piece, count)
+    return [list(p) for p in pieces], list(pieces.values()), pending
 
 
 def _prune(records: list[_Record], dead: set[str], base_vocab: dict[str, int]) -> list[_Record]:

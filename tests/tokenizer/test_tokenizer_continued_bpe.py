@@ -147,3 +147,18 @@ def test_python_encoder_matches_the_tokenizers_library(kind, which, bases, exten
         assert apply_merges(symbols, table) == base.segment(word), word
         checked += 1
     assert checked > 200
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_word_count_equals_the_tokenizers_pipeline(kind, bases, corpus):
+    """The counting fast path (regex module) is exact: equal to counting `training_words` (the `tokenizers`
+    normaliser and pre-tokeniser), also on odd text; it is in use (no fallback note) for every fixture kind."""
+    base = load_base_tokenizer(bases[kind])
+    docs = corpus["heldout"].read_text(encoding="utf-8").splitlines()[:150]
+    docs += ["  leading spaces", "trailing  ", "tabs\tand\nnew\r\nlines", "emoji 😀🇨🇳 and ﬁ", "<|im_start|>x<think>",
+             "<s>资产</s>", "a▁b ▁c", "'S 'll DON'T 123456789", "（括号）【】“引号”，。！", "\u200b\u3000全角空格"]
+    docs += corpus["general"].read_text(encoding="utf-8").splitlines()[:100]
+    assert base._fast_splitter() is not None
+    fast = base.count_words(docs)
+    assert base.notes == [] or kind == "metaspace" and "not copied" in base.notes[0]
+    assert fast == Counter(w for d in docs for w in base.training_words(d))
