@@ -1,4 +1,4 @@
-"""Curated word lists: read and clean them, and make every term reachable as one token through a chain of merges.
+"""Curated word lists: read and clean them, and make every term reachable as one token through chains of merges.
 
     yunshan tokenizer extend --base BASE --corpus C.jsonl --words builtin:finance my_terms.txt --new-tokens N --out OUT
 
@@ -6,10 +6,12 @@ A word list is a UTF-8 text file, one term per line; blank lines, lines starting
 dropped and counted. `builtin:NAME` names a list shipped in tokenizer/wordlists/ (finance_zh, finance_en, legal_zh,
 legal_en; `builtin:finance`, `builtin:legal` and `builtin:all` expand to several); see wordlists/README.md.
 
-A term is not added as a special token (that would cut text around it and never compose). It is encoded with the
-current vocabulary, then merges joining its first two pieces are appended and the term re-encoded, until it is one
-token; pieces that already join are reused (../shared/docs/tokenizer-extension.md, "Word lists"). The chains are built before the
-corpus BPE, so they rank above the corpus merges and the corpus BPE learns on top of them. A term gets one chain per
+A term is not added as a special token (that would cut text around it and never compose). Every term is encoded
+with the base vocabulary and BPE is run over the terms themselves until each is one token (`build_merge_chains`):
+the terms become reachable through chains of ordinary merges, and pieces they share become tokens once, for all
+of them (../shared/docs/tokenizer-extension.md, "Word lists", joins each term left to right instead, which costs
+more tokens). These merges are built before the corpus BPE, so they rank above the corpus merges and the corpus
+BPE learns on top of them. A term gets one chain per
 form in which a text shows it: alone ("资产负债表"); after a space for Latin-script terms of byte-level tokenizers
 (" amortization"); and, for SentencePiece-style tokenizers, also inside a word for scripts written without spaces
 (Chinese: "...的资产负债表..." has no "▁" before the term). A term that the pre-tokeniser cuts into several words
@@ -23,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .bpe_encoder import apply_merges
-from .continued_bpe import LearnedStep
+from .continued_bpe import LearnedStep, learn_continued_bpe
 
 WORDLIST_DIR = Path(__file__).resolve().parent / "wordlists"
 BUILTIN_LISTS = ("finance_zh", "finance_en", "legal_zh", "legal_en")
@@ -102,7 +104,6 @@ class TermResult:
     # byte-fallback token), "not_one_token" (SentencePiece semantics joined the pieces differently)
     status: str
     forms: list[str] = field(default_factory=list)   # model-space words that encode to one token
-    new_tokens: int = 0
 
 
 def term_forms(base, term: str) -> list[str] | None:
@@ -146,18 +147,23 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
                        ) -> tuple[list[LearnedStep], list[TermResult]]:
     """Append merges (and, for SentencePiece-style bases, characters) until every term is one token.
 
-    `strings`, `vocab` and `table` (a `bpe_encoder` table) are updated in place; returns the steps in order and one
-    result per term.
+    The merges are learned by BPE over the terms themselves (every form counted once, run until each is a single
+    token), so pieces the terms share become tokens first (资产, 负债, 责任, ...) and a list costs far fewer new
+    tokens than joining each term left to right. A form that is still not one token (possible with SentencePiece's
+    any-split semantics) is finished by joining the first two pieces of its current segmentation, re-encoding and
+    repeating. `strings`, `vocab` and `table` (a `bpe_encoder` table) are updated in place; returns the steps in
+    rank order and one result per term.
     """
     steps: list[LearnedStep] = []
     results: list[TermResult] = []
+    work: list[tuple[TermResult, str, list[int]]] = []
     for term in terms:
         forms = term_forms(base, term)
         if forms is None:
             results.append(TermResult(term, "split_by_pre_tokenizer"))
             continue
         result = TermResult(term, "already_one_token")
-        steps_before = len(steps)
+        results.append(result)
         for form in forms:
             symbols = []
             for symbol in initial_symbols(base, form, vocab, mergeable):
@@ -167,38 +173,47 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
                         vocab[char] = len(strings)
                         strings.append(char)
                         steps.append(LearnedStep("char", None, None, vocab[char], char, 0))
-                        result.new_tokens += 1
                     symbol = vocab[char]
+                    result.status = "added"
                 symbols.append(symbol)
-            # Join the first two pieces of the current segmentation, re-encode, repeat: each new merge ranks last,
-            # so it fires only once every existing merge is done, and the next merge is chosen on what the encoder
-            # then really produces (a blind left-to-right chain fails on repeats such as 融资融券, where the first
-            # merge fires twice).
-            pieces = apply_merges(symbols, table)
-            while len(pieces) > 1:
-                string = strings[pieces[0]] + strings[pieces[1]]
-                if string in reserved:
-                    result.status = "reserved"
-                    break
-                token = vocab.get(string)
-                kind = "free"
-                if token is None:
-                    token = len(strings)
-                    strings.append(string)
-                    vocab[string] = token
-                    kind = "merge"
-                    result.new_tokens += 1
-                table.add(pieces[0], pieces[1], token)
-                steps.append(LearnedStep(kind, pieces[0], pieces[1], token, string, 0))
-                shorter = apply_merges(symbols, table)
-                if len(shorter) >= len(pieces):  # SentencePiece semantics joined other pieces first
-                    result.status = "not_one_token"
-                    break
-                pieces = shorter
-            if result.status != "already_one_token":
+            work.append((result, form, symbols))
+
+    pieces = [apply_merges(symbols, table) for _, _, symbols in work]
+    multi = [p for p in pieces if len(p) > 1]
+    if multi:
+        blocked = {i for i in range(len(strings)) if not mergeable(i)}
+        learned = learn_continued_bpe(multi, [1] * len(multi), strings=strings, vocab=vocab,
+                                      new_token_budget=sum(len(p) - 1 for p in multi), min_frequency=1,
+                                      blocked=blocked, reserved=reserved)
+        for step in learned.steps:
+            table.add(step.left, step.right, step.token)
+            steps.append(step)
+
+    for (result, form, symbols), before in zip(work, pieces):
+        if len(before) > 1:
+            result.status = "added" if result.status != "reserved" else result.status
+        current = apply_merges(symbols, table)
+        # Repair: join the first two pieces of the current segmentation, re-encode, repeat. Each new merge ranks
+        # last, so it fires only once every existing merge is done.
+        while len(current) > 1:
+            string = strings[current[0]] + strings[current[1]]
+            if string in reserved:
+                result.status = "reserved"
                 break
+            token = vocab.get(string)
+            kind = "free"
+            if token is None:
+                token = len(strings)
+                strings.append(string)
+                vocab[string] = token
+                kind = "merge"
+            table.add(current[0], current[1], token)
+            steps.append(LearnedStep(kind, current[0], current[1], token, string, 0))
+            shorter = apply_merges(symbols, table)
+            if len(shorter) >= len(current):  # SentencePiece semantics joined other pieces first
+                result.status = "not_one_token"
+                break
+            current = shorter
+        if len(current) == 1:
             result.forms.append(form)
-        if result.status == "already_one_token" and len(steps) > steps_before:
-            result.status = "added"
-        results.append(result)
     return steps, results

@@ -89,9 +89,9 @@ def test_no_dead_tokens(kind, extended):
         if text is not None:
             text_checked += 1
             assert new.encode(text, add_special_tokens=False) == [idx], (string, text)
-    # Byte-level: most new tokens have a text of their own. SentencePiece-style: Chinese pieces inside words (no "▁")
+    # Byte-level: many new tokens have a text of their own (the others are parts of a UTF-8 character). SentencePiece-style: Chinese pieces inside words (no "▁")
     # and new characters have none; they are checked at the model level above.
-    assert text_checked > (NEW_TOKENS // 2 if kind.startswith("byte_level") else 20)
+    assert text_checked > (NEW_TOKENS // 3 if kind.startswith("byte_level") else 20)
     assert report["new_tokens"]["pruned_dead"] == []
 
 
