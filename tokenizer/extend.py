@@ -333,7 +333,8 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
             "pruned_dead": pruned,
             "corpus_stop_reason": ("budget reached" if learned.stop_reason == "budget" else
                                    f"no pair occurs at least {args.min_frequency} times: learned "
-                                   f"{len(new_strings) - from_word_lists} of {args.new_tokens - chain_new} corpus tokens"),
+                                   f"{len(new_strings) - from_word_lists} of {args.new_tokens - chain_new} "
+                                   "corpus tokens"),
             "rejected_pairs": learned.rejected,
         },
         "training_words": {"tokens_before": learned.tokens_before, "tokens_after": learned.tokens_after},

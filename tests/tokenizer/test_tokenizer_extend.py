@@ -89,14 +89,16 @@ def test_no_dead_tokens(kind, extended):
         if text is not None:
             text_checked += 1
             assert new.encode(text, add_special_tokens=False) == [idx], (string, text)
-    # Byte-level: many new tokens have a text of their own (the others are parts of a UTF-8 character). SentencePiece-style: Chinese pieces inside words (no "▁")
-    # and new characters have none; they are checked at the model level above.
+    # Byte-level: many new tokens have a text of their own (the others are parts of a UTF-8 character).
+    # SentencePiece-style: Chinese pieces inside words (no "▁") and new characters have none; they are checked at
+    # the model level above.
     assert text_checked > (NEW_TOKENS // 3 if kind.startswith("byte_level") else 20)
     assert report["new_tokens"]["pruned_dead"] == []
 
 
 FRAGMENTS = ["资产负债表", "民事诉讼法", " balance", "  ", "\n\n", "\t", "123456", "2023年", "😀", "🇨🇳", "<0xE8>",
-             "\ufffd", "Ġ", "Ċ", "<|im_start|>", "<think>", "<s>", "é", "e\u0301", "\x00", "ﬁ", "赟燊", " indemnification"]
+             "\ufffd", "Ġ", "Ċ", "<|im_start|>", "<think>", "<s>", "é", "e\u0301", "\x00", "ﬁ", "赟燊",
+             " indemnification"]
 TEXT = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(exclude_categories=("Cs",)), max_size=8)),
                 max_size=8).map("".join)
 
