@@ -219,7 +219,12 @@ def _build_files(base: BaseTokenizer, new_strings: list[str], merges: list[tuple
 
 
 def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
-    """Config files of the base, copied unchanged; a SentencePiece .model gets a minimal tokenizer_config.json."""
+    """Config files of the base, copied unchanged, plus what is missing.
+
+    A SentencePiece .model gets a minimal tokenizer_config.json (its control pieces as bos/eos/unk, BOS added as a
+    Llama tokenizer does). A special_tokens_map.json is derived from tokenizer_config.json when the base has none
+    (transformers 5 no longer writes one, older tools still read it).
+    """
     files = dict(base.files)
     if "tokenizer_config.json" not in files:
         config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
@@ -228,9 +233,12 @@ def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
             config["add_bos_token"] = True
             config["add_eos_token"] = False
         files["tokenizer_config.json"] = (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode()
-        if "special_tokens_map.json" not in files:
-            special = {k: v for k, v in config.items() if k.endswith("_token")}
-            files["special_tokens_map.json"] = (json.dumps(special, ensure_ascii=False, indent=2) + "\n").encode()
+    if "special_tokens_map.json" not in files:
+        config = json.loads(files["tokenizer_config.json"])
+        special = {k: v for k, v in config.items()
+                   if (k.endswith("_token") and isinstance(v, (str, dict)))
+                   or (k in ("additional_special_tokens", "extra_special_tokens") and v)}
+        files["special_tokens_map.json"] = (json.dumps(special, ensure_ascii=False, indent=2) + "\n").encode()
     return files
 
 

@@ -79,11 +79,11 @@ def tokenizer_json_from_proto(proto) -> dict:
 
     Normaliser: the model's precompiled rules (if any), the dummy "▁" prefix (if add_dummy_prefix), spaces to "▁";
     no pre-tokeniser (SentencePiece BPE runs on the whole text; no piece spans a "▁" inside it); BPE with byte
-    fallback; a decoder undoing all of it. Control and unknown
+    fallback; a decoder undoing all of it; BOS before every sequence when the model has a BOS piece. Control and unknown
     pieces become special added tokens and user-defined pieces non-special added tokens, as transformers does.
     SentencePiece's remove_extra_whitespaces has no `tokenizers` equivalent; `extend.py` records a note when it is on.
     """
-    from tokenizers import AddedToken, Tokenizer, decoders, normalizers
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, processors
     from tokenizers.models import BPE
 
     pieces = [(p.piece, p.type) for p in proto.pieces]
@@ -112,6 +112,12 @@ def tokenizer_json_from_proto(proto) -> dict:
     if prefix:
         steps.append(decoders.Strip(content=" ", left=1, right=0))
     tokenizer.decoder = decoders.Sequence(steps)
+    if 0 <= spec.bos_id < len(pieces):
+        # Begin every sequence with BOS, as Llama's tokenizer.json does (transformers reads the post-processor from
+        # the file; `add_special_tokens=False` leaves it out).
+        bos = pieces[spec.bos_id][0]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1", special_tokens=[(bos, spec.bos_id)])
     special = [AddedToken(p, special=True, normalized=False) for p, kind in pieces if kind in (CONTROL, UNKNOWN)]
     user = [AddedToken(p, special=False, normalized=False) for p, kind in pieces if kind == USER_DEFINED]
     if special:

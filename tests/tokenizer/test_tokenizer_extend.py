@@ -45,6 +45,8 @@ def test_loads_offline_with_auto_tokenizer_and_keeps_base_ids_special_tokens_and
     new = auto(str(out))
     base_size = report["base"]["vocab_size"]
     assert report["vocab_size"] == base_size + NEW_TOKENS == len(new)
+    special_map = json.loads((out / "special_tokens_map.json").read_text(encoding="utf-8"))
+    assert special_map["eos_token"] == new.eos_token and special_map.get("bos_token") == new.bos_token
     if kind == "sentencepiece":
         import sentencepiece as spm
 
