@@ -195,7 +195,8 @@ def main(argv=None) -> int:
             row = {"base": label, "word_lists": bool(words), "base_vocab": report["base"]["vocab_size"],
                    "extended_vocab": report["vocab_size"], "extend_seconds": seconds,
                    "from_word_lists": report["new_tokens"]["from_word_lists"],
-                   "from_corpus": report["new_tokens"]["from_corpus"]}
+                   "from_corpus": report["new_tokens"]["from_corpus"],
+                   "pruned_dead": len(report["new_tokens"]["pruned_dead"])}
             row["growth"] = row["extended_vocab"] / row["base_vocab"] - 1
             for part in ("finance", "legal", "general"):
                 (b, chars), (e, _) = compression(base_backend, heldout[part]), compression(ext_backend, heldout[part])
