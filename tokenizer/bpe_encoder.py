@@ -1,5 +1,7 @@
 """A small pure-Python BPE word encoder over a vocabulary that is still growing.
 
+    yunshan tokenizer extend --base BASE --corpus C.jsonl --words builtin:finance --new-tokens N --out OUT
+
 Used while an extension is being built (`word_lists.py` builds merge chains with it, `extend.py` applies those
 chains to the base segmentation of the corpus). The finished tokenizer is always encoded by the `tokenizers`
 library; tests check that this encoder agrees with it word for word.

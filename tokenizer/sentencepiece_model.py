@@ -1,5 +1,7 @@
 """SentencePiece BPE `.model` files: read the ModelProto, build the equivalent `tokenizers` pipeline, append pieces.
 
+    yunshan tokenizer extend --base llama/tokenizer.model --corpus C.jsonl --new-tokens N --out OUT
+
 Used by `yunshan tokenizer extend --base tokenizer.model ...` (see `extend.py`). A SentencePiece BPE model has no
 merge list: its encoder repeatedly joins the adjacent pair whose concatenation is a piece of highest score. So the
 extension writes the new tokens as NORMAL pieces with scores below every existing score (the k-th new piece gets

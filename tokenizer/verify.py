@@ -1,5 +1,7 @@
 """Checks every extended tokenizer must pass before it is written: base ids and added tokens unchanged, no dead tokens.
 
+    yunshan tokenizer extend --base BASE --corpus C.jsonl --new-tokens N --out OUT   # runs them before writing OUT
+
 Run by `extend.py` on the finished tokenizer.json (loaded back with the `tokenizers` library, exactly as
 transformers loads it) before anything reaches `--out`; the tests run them again through `AutoTokenizer`.
 """
