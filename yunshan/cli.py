@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
+    "tokenizer": ("yunshan.tokenizer.commands", "extend a tokenizer with domain vocabulary; compare compression"),
 }
 
 

@@ -1,0 +1,386 @@
+r"""Extend a base tokenizer's vocabulary with domain tokens: word-list chains, then continued BPE on the corpus.
+
+    yunshan tokenizer extend --base path/to/base --corpus finance.jsonl legal.jsonl \
+        --words builtin:finance builtin:legal --new-tokens 3000 --out out/tokenizer
+
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
+    report = extend_tokenizer(ExtendArgs(base="base", corpus=["finance.jsonl"], new_tokens=3000, out="out"))
+
+The method (../shared/docs/tokenizer-extension.md): every base merge keeps its rank and every base id its string;
+new merges are appended below them, learned on the segmentation the base encoder really produces, so general text
+is cut as before (or shorter) and no new token is dead. Order of the appended merges: word-list chains first (so
+curated terms win over corpus merges in running text), then the corpus merges in the order learned. Ids: base ids
+unchanged, added tokens unchanged (placed in the model vocabulary at their own ids), new tokens after the largest.
+
+The finished tokenizer is loaded back with the `tokenizers` library and checked (base ids, added tokens, every new
+token emitted on its own text, `verify.py`); a token that fails is removed with everything built from it and the
+check repeats. Files are written to a temporary folder beside `--out` and moved into place only when everything
+succeeded, so a failed run leaves `--out` untouched. The same inputs always give byte-identical files.
+
+Performance: the corpus is normalised, pre-tokenised and segmented by the `tokenizers` library (Rust), once per
+unique word; only the merge loop (`continued_bpe.py`) is Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .base import BaseTokenizer, extended_proto_bytes, load_base_tokenizer
+from .bpe_encoder import MergeListTable, PieceTable, apply_merges
+from .continued_bpe import LearnedStep, learn_continued_bpe
+from .corpus import CorpusStats, count_words, iter_documents
+from .verify import check_base_preserved, find_dead_tokens
+from .word_lists import build_merge_chains, load_word_list, resolve_word_lists
+
+REPORT_FILE = "yunshan_tokenizer_extension.json"
+
+
+@dataclass
+class ExtendArgs:
+    """Arguments of `yunshan tokenizer extend` (same names as the command-line flags)."""
+
+    base: str = field(metadata={"help": "base tokenizer: a folder with tokenizer.json, or a SentencePiece .model"})
+    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text, one "
+                                                "document per line"})
+    new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
+    out: str = field(metadata={"help": "output folder; written only if the whole extension succeeds"})
+    words: list[str] = field(default_factory=list, metadata={
+        "help": "word lists (one term per line) or builtin:finance / builtin:legal / builtin:all / builtin:NAME"})
+    min_frequency: int = field(default=2, metadata={"help": "a pair must occur at least this often to be merged"})
+    max_token_chars: int | None = field(default=16, metadata={
+        "help": "longest corpus token, in characters (word-list terms are exempt); None for no limit"})
+    text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl corpus files"})
+    on_invalid_utf8: str = field(default="error", metadata={
+        "help": "'error': stop at the first invalid UTF-8 line (file, line, byte offset); 'skip': skip and count"})
+    overwrite: bool = field(default=False, metadata={"help": "replace an existing non-empty --out folder"})
+
+
+@dataclass
+class _Record:
+    """One appended vocabulary step, by strings (ids are assigned once the final set of tokens is known)."""
+
+    kind: str            # "merge", "free", "char"
+    left: str | None
+    right: str | None
+    result: str
+    source: str          # "word_list" or "corpus"
+    gain: int
+
+
+def _check_args(args: ExtendArgs) -> None:
+    if not isinstance(args.new_tokens, int) or args.new_tokens < 0:
+        raise ValueError(f"--new-tokens {args.new_tokens!r}: give a whole number >= 0")
+    if args.min_frequency < 1:
+        raise ValueError(f"--min-frequency {args.min_frequency}: give a whole number >= 1")
+    if args.max_token_chars is not None and args.max_token_chars < 2:
+        raise ValueError(f"--max-token-chars {args.max_token_chars}: give a number >= 2 (or none)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not args.overwrite:
+        raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+
+
+def _token_chars(base: BaseTokenizer):
+    if base.kind == "byte_level":
+        return lambda string: len(base.token_bytes(string).decode("utf-8", errors="replace"))
+    return len
+
+
+# Training pieces longer than this many tokens are cut (losing one pair per cut): the merge loop's cost grows with
+# the length of the pieces, and a long run of Chinese without punctuation is one word.
+MAX_PIECE_TOKENS = 64
+
+
+def _initial_segmentations(base: BaseTokenizer, counter, strings, vocab, mergeable, table, chain_results: set[str]):
+    """The training pieces: each unique word as base tokens (+ chains), as (segmentation, count) lists.
+
+    Characters the base spells in byte-fallback tokens become pending symbols (negative ids). Pieces are cut at
+    MAX_PIECE_TOKENS; identical pieces are counted together.
+    """
+    # A chain merge can only start on a piece holding a left half of some chain result: test that first (a C-level
+    # set intersection) and run the Python encoder on those pieces only.
+    chain_lefts = {vocab[r[:cut]] for r in chain_results for cut in range(1, len(r)) if r[:cut] in vocab}
+    pending: dict[int, tuple[str, int]] = {}
+    pending_id: dict[str, int] = {}
+    pieces: Counter = Counter()
+    byte_value = {i: int(t[3:5], 16) for i, t in enumerate(base.id_to_token) if t and base.is_byte_token(i)}
+
+    def pending_symbol(char: str) -> int:
+        if char not in pending_id:
+            pending_id[char] = -(len(pending_id) + 1)
+            pending[pending_id[char]] = (char, len(char.encode("utf-8")))
+        return pending_id[char]
+
+    def flush(piece: list[int], count: int) -> None:
+        if chain_lefts and len(piece) > 1 and not chain_lefts.isdisjoint(piece):
+            # Chain merges rank after every base merge: applied to the finished base segmentation; pending
+            # characters split the piece, no merge can cross them.
+            parts, current = [], []
+            for idx in piece:
+                if idx < 0:
+                    parts += [apply_merges(current, table), [idx]]
+                    current = []
+                else:
+                    current.append(idx)
+            piece = [i for part in parts + [apply_merges(current, table)] for i in part]
+        if len(piece) > 1 or (piece and piece[0] < 0):
+            pieces[tuple(piece)] += count
+
+    for word, count in counter.items():
+        seg = base.segment(word)
+        if byte_value and not byte_value.keys().isdisjoint(seg):
+            out: list[int] = []
+            buffer = bytearray()
+            for idx in seg + [None]:
+                if idx in byte_value:
+                    buffer.append(byte_value[idx])
+                    continue
+                if buffer:
+                    try:
+                        chars = buffer.decode("utf-8")
+                    except UnicodeDecodeError:  # cannot happen for decoded text; keep the bytes as they are
+                        out += [vocab[f"<0x{b:02X}>"] for b in buffer]
+                    else:
+                        for char in chars:
+                            known = vocab.get(char)
+                            out.append(known if known is not None and mergeable(known) else pending_symbol(char))
+                    buffer.clear()
+                if idx is not None:
+                    out.append(idx)
+            seg = out
+        piece: list[int] = []
+        for idx in seg:
+            piece.append(idx)
+            if len(piece) == MAX_PIECE_TOKENS:
+                flush(piece, count)
+                piece = []
+        flush(piece, count)
+    return [list(p) for p in pieces], list(pieces.values()), pending
+
+
+def _prune(records: list[_Record], dead: set[str], base_vocab: dict[str, int]) -> list[_Record]:
+    """Drop dead tokens, every step that builds from them, and tokens no remaining step produces."""
+    removed = set(dead)
+    while True:
+        kept = [r for r in records if r.result not in removed and r.left not in removed and r.right not in removed]
+        produced = {r.result for r in kept}
+        orphans = {r.result for r in records if r.result not in base_vocab and r.result not in produced} - removed
+        records = kept
+        if not orphans:
+            return records
+        removed |= orphans
+
+
+def _assemble(base: BaseTokenizer, records: list[_Record]):
+    """New token strings in id order and the appended merges (string pairs) in rank order."""
+    new_strings: list[str] = []
+    seen: set[str] = set()
+    merges: list[tuple[str, str]] = []
+    for r in records:
+        if r.result not in base.vocab and r.result not in seen:
+            seen.add(r.result)
+            new_strings.append(r.result)
+        if r.kind != "char":
+            merges.append((r.left, r.right))
+    return new_strings, merges
+
+
+def _build_files(base: BaseTokenizer, new_strings: list[str], merges: list[tuple[str, str]]) -> dict[str, bytes]:
+    """tokenizer.json (and tokenizer.model for a SentencePiece base) of the extended tokenizer."""
+    first = len(base.id_to_token)
+    files: dict[str, bytes] = {}
+    if base.kind == "sentencepiece":
+        from .sentencepiece_model import load_model_proto_bytes, tokenizer_json_from_proto
+
+        model_bytes = extended_proto_bytes(base.sp_proto, new_strings)
+        files["tokenizer.model"] = model_bytes
+        data = tokenizer_json_from_proto(load_model_proto_bytes(model_bytes))
+        vocab = data["model"]["vocab"]
+        for i, string in enumerate(new_strings):
+            if vocab.get(string) != first + i:
+                raise RuntimeError(f"SentencePiece piece {string!r} got id {vocab.get(string)}, expected {first + i}")
+    else:
+        data = json.loads(json.dumps(base.data))
+        vocab = data["model"]["vocab"]
+        for i, string in enumerate(new_strings):
+            vocab[string] = first + i
+        data["model"]["merges"] = [list(m) for m in base.merges] + [list(m) for m in merges]
+    files["tokenizer.json"] = (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    return files
+
+
+def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
+    """Config files of the base, copied unchanged, plus what is missing.
+
+    A SentencePiece .model gets a minimal tokenizer_config.json (its control pieces as bos/eos/unk, BOS added as a
+    Llama tokenizer does). A special_tokens_map.json is derived from tokenizer_config.json when the base has none
+    (transformers 5 no longer writes one, older tools still read it).
+    """
+    files = dict(base.files)
+    if "tokenizer_config.json" not in files:
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+                  **(base.sp_special_tokens if base.kind == "sentencepiece" else {})}
+        if "bos_token" in config:
+            config["add_bos_token"] = True
+            config["add_eos_token"] = False
+        files["tokenizer_config.json"] = (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode()
+    if "special_tokens_map.json" not in files:
+        config = json.loads(files["tokenizer_config.json"])
+        special = {k: v for k, v in config.items()
+                   if (k.endswith("_token") and isinstance(v, (str, dict)))
+                   or (k in ("additional_special_tokens", "extra_special_tokens") and v)}
+        files["special_tokens_map.json"] = (json.dumps(special, ensure_ascii=False, indent=2) + "\n").encode()
+    return files
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
+    """Run the extension and write `args.out`; returns the report also saved as yunshan_tokenizer_extension.json."""
+    _check_args(args)
+    started = time.perf_counter()
+    base = load_base_tokenizer(args.base)
+    word_lists = [load_word_list(p) for p in resolve_word_lists(args.words)]
+    terms = list(dict.fromkeys(t for wl in word_lists for t in wl.terms))
+
+    stats = CorpusStats()
+    documents = iter_documents(args.corpus, text_field=args.text_field, on_invalid_utf8=args.on_invalid_utf8,
+                               stats=stats)
+    counter = count_words(documents, base, stats)
+    counted = time.perf_counter()
+    log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {stats.words:,} words "
+        f"({stats.unique_words:,} unique) in {counted - started:.1f}s")
+
+    base_size = len(base.id_to_token)
+    strings: list[str | None] = list(base.id_to_token)
+    vocab = dict(base.vocab)
+
+    def mergeable(idx: int) -> bool:
+        return idx >= base_size or base.mergeable(idx)
+
+    table = (PieceTable(strings, vocab, mergeable) if base.kind == "sentencepiece"
+             else MergeListTable(base.merges, vocab))
+    chain_steps, term_results = build_merge_chains(base, terms, strings=strings, vocab=vocab, table=table,
+                                                   mergeable=mergeable, reserved=base.reserved_strings)
+    chain_new = len(strings) - base_size
+    if chain_new > args.new_tokens:
+        raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
+                         "--new-tokens or shorten the word lists")
+
+    words, counts, pending = _initial_segmentations(base, counter, strings, vocab, mergeable, table,
+                                                    {s.string for s in chain_steps})
+    learned = learn_continued_bpe(
+        words, counts, strings=strings, vocab=vocab, new_token_budget=args.new_tokens - chain_new,
+        min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
+        pending=pending,
+        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base))
+    log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
+        f"(stopped: {learned.stop_reason})")
+
+    def record(step: LearnedStep, source: str) -> _Record:
+        left = strings[step.left] if step.left is not None else None
+        right = strings[step.right] if step.right is not None else None
+        return _Record(step.kind, left, right, step.string, source, step.gain)
+
+    records = [record(s, "word_list") for s in chain_steps] + [record(s, "corpus") for s in learned.steps]
+    if base.kind == "sentencepiece":
+        # A SentencePiece model joins any two pieces that form a piece: "free" merges need no record.
+        records = [r for r in records if r.kind != "free"]
+
+    from tokenizers import Tokenizer
+
+    pruned: list[str] = []
+    for _ in range(10):
+        new_strings, merges = _assemble(base, records)
+        files = _build_files(base, new_strings, merges)
+        tokenizer = Tokenizer.from_str(files["tokenizer.json"].decode("utf-8"))
+        problems = check_base_preserved(tokenizer, base)
+        if problems:
+            raise RuntimeError(f"extension changed the base tokenizer (a bug in yunshan): {problems[:5]}")
+        dead = find_dead_tokens(tokenizer, base, [(base_size + i, s) for i, s in enumerate(new_strings)])
+        if not dead:
+            break
+        dead_strings = {new_strings[i - base_size] for i in dead}
+        pruned += sorted(dead_strings)
+        records = _prune(records, dead_strings, base.vocab)
+    else:
+        raise RuntimeError("dead tokens remained after 10 pruning rounds (a bug in yunshan)")
+
+    files.update(_config_files(base))
+    source_of: dict[str, str] = {}
+    for r in records:
+        source_of.setdefault(r.result, r.source)
+    from_word_lists = sum(1 for s in new_strings if source_of[s] == "word_list")
+    status_counts: dict[str, int] = {}
+    for t in term_results:
+        status_counts[t.status] = status_counts.get(t.status, 0) + 1
+    report = {
+        "base": {"path": str(args.base), "kind": base.kind, "sha256": base.fingerprint, "vocab_size": base_size},
+        "vocab_size": base_size + len(new_strings),
+        "new_tokens": {
+            "requested": args.new_tokens, "added": len(new_strings),
+            "from_word_lists": from_word_lists, "from_corpus": len(new_strings) - from_word_lists,
+            "characters": sum(1 for r in records if r.kind == "char"),
+            "free_merges": sum(1 for r in records if r.kind == "free"),
+            "appended_merges": len(merges) if base.kind != "sentencepiece" else None,
+            "pruned_dead": pruned,
+            "corpus_stop_reason": ("budget reached" if learned.stop_reason == "budget" else
+                                   f"no pair occurs at least {args.min_frequency} times: learned "
+                                   f"{len(new_strings) - from_word_lists} of {args.new_tokens - chain_new} "
+                                   "corpus tokens"),
+            "rejected_pairs": learned.rejected,
+        },
+        "training_words": {"tokens_before": learned.tokens_before, "tokens_after": learned.tokens_after},
+        "corpus": {**stats.as_dict(), "sha256": [_sha256_file(Path(p)) for p in args.corpus]},
+        "word_lists": [wl.summary() for wl in word_lists],
+        "terms": {"total": len(terms), "by_status": status_counts,
+                  "not_added": [{"term": t.term, "status": t.status} for t in term_results
+                                if t.status not in ("added", "already_one_token")]},
+        "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite")},
+        "notes": base.notes,
+    }
+    files[REPORT_FILE] = (json.dumps(report, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    _write_atomically(Path(args.out), files, args.overwrite)
+    if len(new_strings) < args.new_tokens:
+        log(f"only {len(new_strings)} of the {args.new_tokens} new tokens requested were learned: "
+            f"{report['new_tokens']['corpus_stop_reason']}")
+    log(f"wrote {args.out}: vocabulary {base_size:,} -> {base_size + len(new_strings):,} "
+        f"({from_word_lists} from word lists, {len(new_strings) - from_word_lists} from the corpus) "
+        f"in {time.perf_counter() - started:.1f}s")
+    return report
+
+
+def _write_atomically(out: Path, files: dict[str, bytes], overwrite: bool) -> None:
+    out = out.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        for name, blob in sorted(files.items()):
+            (tmp / name).write_bytes(blob)
+        if out.exists():
+            if any(out.iterdir()) and not overwrite:
+                raise ValueError(f"--out {out} appeared while extending and is not empty; pass --overwrite")
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
