@@ -184,9 +184,12 @@ def iter_file_records(path: str, declared_format: str = "auto", txt_document: st
     display = _display or path
     if _stream is None and path.lower().endswith(".zip"):
         with zipfile.ZipFile(path) as archive:
-            for member in sorted(archive.namelist()):
-                if member.endswith("/") or not _readable(member):
-                    continue
+            members = [m for m in sorted(archive.namelist()) if not m.endswith("/") and _readable(m)]
+            if not members:
+                names = ", ".join(archive.namelist()[:10])
+                raise ValueError(f"{path}: no .jsonl/.json/.parquet/.csv/.txt member (it holds: {names}); unzip it "
+                                 "and give the files with --format")
+            for member in members:
                 with archive.open(member) as raw:
                     yield from iter_file_records(member, declared_format, txt_document, _stream=raw,
                                                  _display=f"{path}!{member}")
