@@ -140,6 +140,17 @@ def test_pii_masking_counts_each_kind_and_spares_plain_numbers(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["pii_masked"] == {"id_number": 1, "phone": 1, "email": 1}
 
 
+def test_pii_masking_function_cases():
+    from yunshan.data.convert import mask_pii
+
+    counts = {}
+    assert mask_pii("请拨+86-13912345678或0755-1234567。", counts) == "请拨[电话]或0755-1234567。"
+    assert mask_pii("only mail: a.b@law.cn", counts) == "only mail: [邮箱]"
+    assert mask_pii("金额12345678901.5万元外，编号4401061999123112345。", counts) == "金额12345678901.5万元外，编号4401061999123112345。"
+    assert mask_pii("身份证44010619991231123X号", counts) == "身份证[身份证号]号"
+    assert counts == {"phone": 1, "email": 1, "id_number": 1}
+
+
 def test_txt_documents_and_output_is_readable_by_cpt_sources(tmp_path):
     src = tmp_path / "t.txt"
     src.write_text("第一段\n续行\n\n第二段\n\n\n", encoding="utf-8")
