@@ -187,6 +187,12 @@ def test_template_missing_field_and_bad_options(inputs, tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert convert(inputs["jsonl"], "--where", "novalue", "--out", out) == 1
     assert "expected FIELD=VALUE" in capsys.readouterr().err
+    # A field asked for with --keep-fields but absent: an error, or (skip) the record is dropped, never half-kept.
+    assert convert(inputs["jsonl"], "--text-field", "content", "--keep-fields", "lang,url", "--out", out) == 1
+    assert f"{inputs['jsonl']}:1: field 'url': missing_field" in capsys.readouterr().err
+    assert convert(inputs["jsonl"], "--text-field", "content", "--keep-fields", "url", "--on-bad-record", "skip",
+                   "--out", out, "--report", tmp_path / "r.json") == 0
+    assert read_jsonl(out) == [] and json.loads((tmp_path / "r.json").read_text())["dropped"] == {"missing_field": 4}
 
 
 def test_save_to_disk_dataset_is_read_directly(tmp_path):

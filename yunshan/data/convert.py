@@ -497,6 +497,12 @@ def convert_text(records: Iterator[tuple[str, Any]], out: str, args: TextArgs, r
                 continue
             try:
                 text = build_text(record, args)
+                kept = {}
+                for name in args.keep_fields:
+                    try:
+                        kept[name] = _get(record, name)
+                    except KeyError:
+                        raise Bad("missing_field", name, "listed in --keep-fields") from None
             except Bad as bad:
                 raise_or_count(bad, location, report, on_bad_record)
                 continue
@@ -517,14 +523,7 @@ def convert_text(records: Iterator[tuple[str, Any]], out: str, args: TextArgs, r
             if max_chars is not None and report.chars_written + len(text) > max_chars:
                 report.stopped_by = f"--max-chars {max_chars:,} reached at {location}"
                 break
-            out_record = {"text": text}
-            for name in args.keep_fields:
-                try:
-                    out_record[name] = _get(record, name)
-                except KeyError:
-                    raise_or_count(Bad("missing_field", name, "listed in --keep-fields"), location, report,
-                                   on_bad_record)
-            out_record.update(args.add_fields)
+            out_record = {"text": text, **kept, **args.add_fields}
             writer.write(out_record)
             report.records_written += 1
             report.chars_written += len(text)
