@@ -356,3 +356,10 @@ def test_cmmlu_parquet_becomes_the_layout_yunshan_eval_reads(tmp_path, capsys):
     assert "row 0: field 'answer': 'E' is not one of A, B, C, D" in capsys.readouterr().err
     assert convert("--from", "mc-parquet", "--layout", "ceval", hub, "--out", out) == 1
     assert "needs --subject-mapping" in capsys.readouterr().err
+
+
+def test_hub_dataset_offline_says_how_to_go_online(tmp_path, capsys):
+    # conftest sets HF_HUB_OFFLINE=1: the converter must not try the network and must say how to allow it.
+    assert convert("--dataset", "someone/some-dataset", "--out", tmp_path / "o.jsonl") == 1
+    err = capsys.readouterr().err
+    assert "--dataset someone/some-dataset: cannot load it" in err and "HF_HUB_OFFLINE=0" in err
