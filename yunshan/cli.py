@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("yunshan.models.commands", "inspect PanGu-π presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
+    "data": ("yunshan.data.convert", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
     "tokenizer": ("yunshan.tokenizer.commands", "extend a tokenizer with domain vocabulary; compare compression"),
