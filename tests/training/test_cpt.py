@@ -228,3 +228,69 @@ def test_a_ten_times_larger_corpus_does_not_raise_peak_memory(tmp_path):
         peaks[scale] = (int(out[0]), int(out[1]))
     assert peaks[10][0] > 8 * peaks[1][0]  # it really streamed through ten times the data
     assert peaks[10][1] <= 1.10 * peaks[1][1], peaks
+
+
+@pytest.fixture(scope="module")
+def extended(setup, tmp_path_factory):
+    """A base model folder (PanGu-π + its tokenizer) and a tokenizer extended on the domain corpus."""
+    from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
+
+    root, files, tokenizer, _ = setup
+    tmp = tmp_path_factory.mktemp("extended")
+    base = tmp / "base"
+    PanguPiForCausalLM(PanguPiConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                     aug_reduction=4)).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(files["long"]), str(files["mid"])], new_tokens=40,
+                                out=str(tmp / "tok_ext")), log=lambda *_: None)
+    return base, tmp / "tok_ext"
+
+
+def test_extended_tokenizer_grows_embeddings_with_subword_means(setup, extended, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base, tok_ext = extended
+    base_tok, new_tok = AutoTokenizer.from_pretrained(base), AutoTokenizer.from_pretrained(tok_ext)
+    data = recipe_dict(setup, tmp_path / "run", max_steps=1, learning_rate=0.0, warmup_steps=0, weight_decay=0.0)
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    data["monitor"]["every_steps"] = 0
+    run_cpt(load_recipe(CptRecipe, data=data))
+    grown = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
+    original = AutoModelForCausalLM.from_pretrained(base)
+    assert grown.get_input_embeddings().weight.shape[0] == len(new_tok) > len(base_tok)
+    old = original.get_input_embeddings().weight
+    new = grown.get_input_embeddings().weight
+    assert torch.equal(new[: len(base_tok)], old)  # lr 0: base rows untouched
+    for token_id in range(len(base_tok), len(new_tok)):
+        text = new_tok.decode([token_id])
+        pieces = base_tok(text, add_special_tokens=False)["input_ids"]
+        torch.testing.assert_close(new[token_id], old[pieces].mean(0))
+
+
+@pytest.mark.parametrize("mode, expect", [("indices", "trainable_token_indices"), ("rows", "modules_to_save")])
+def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp_path, mode, expect):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base, tok_ext = extended
+    n_base = len(AutoTokenizer.from_pretrained(base))
+    data = recipe_dict(setup, tmp_path / "run", max_steps=4)
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
+    data["monitor"]["every_steps"] = 0
+    run_cpt(load_recipe(CptRecipe, data=data))
+    config = json.loads((tmp_path / "run/adapter/adapter_config.json").read_text())
+    assert config[expect]
+    grown = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
+    initial = load_file(base / "model.safetensors")["model.embed_tokens.weight"]
+    emb = grown.get_input_embeddings().weight
+    assert torch.equal(emb[:n_base], initial) if mode == "indices" else not torch.equal(emb[:n_base], initial)
+    # The new rows moved from their subword-mean start during training.
+    from yunshan.tokenizer import resize_embeddings
+
+    fresh = AutoModelForCausalLM.from_pretrained(base)
+    resize_embeddings(fresh, str(base), str(tok_ext))
+    assert not torch.equal(emb[n_base:], fresh.get_input_embeddings().weight[n_base:])

@@ -76,22 +76,24 @@ def load_model(model_args, vocab_size: int | None = None):
 
 
 def grow_embeddings(model, base_tokenizer, tokenizer, init: str = "subword_mean") -> list[int]:
-    """Give the model rows for every id of `tokenizer` beyond its embedding matrix (an extended vocabulary).
+    """Give the model rows for the ids an extended tokenizer adds to the model's own (base) tokenizer.
 
-    New rows start as the mean of the base-tokenizer pieces of their text (yunshan.tokenizer.resize_embeddings).
-    Returns the new token ids (empty when nothing grew)."""
+    New rows start as the mean of the base-tokenizer pieces of their text (yunshan.tokenizer.resize_embeddings),
+    also when the matrix was already padded past the new size. Returns the new token ids (empty if none)."""
     rows = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) <= rows:
+    if base_tokenizer is None:
+        if len(tokenizer) <= rows:
+            return []
+        raise ValueError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model only {rows} embedding rows; subword-mean "
+            "initialisation needs the model's original tokenizer: set tokenizer.base_path"
+        )
+    if len(tokenizer) <= len(base_tokenizer):
         return []
     from yunshan.tokenizer import resize_embeddings
 
-    if base_tokenizer is None and init == "subword_mean":
-        raise ValueError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model only {rows} embedding rows; subword-mean "
-            "initialisation needs the base tokenizer: set tokenizer.base_path (or use init: mean)"
-        )
-    resize_embeddings(model, base_tokenizer, tokenizer, init=init)
-    return list(range(rows, len(tokenizer)))
+    info = resize_embeddings(model, base_tokenizer, tokenizer, init=init)
+    return list(range(info["base_size"], info["new_size"]))
 
 
 def apply_lora(model, lora_args, new_token_ids: list[int]):
