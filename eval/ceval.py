@@ -103,6 +103,27 @@ def render_prompt(subject_chinese: str, shots: list[Question], query: Question, 
     raise ValueError(f"prompt style {style!r} is not valid; use one of {', '.join(PROMPT_STYLES)}")
 
 
+def render_cloze_prompt(subject_chinese: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
+    """Cloze prompt and the four continuations scored. A fill-in question ("...是指（ ）。") is cut at its blank:
+    the prompt ends before the blank and each option's text, followed by the rest of the question, continues it;
+    other questions end with "答案：" and each option's text follows. Shots show their question with the answer's text.
+    """
+    from .multiple_choice import split_at_blank
+
+    header = f"以下是中国关于{subject_chinese}考试的题目，请给出正确答案。\n\n"
+
+    def filled(q):
+        before, after = split_at_blank(q.question)
+        answer = q.options["ABCD".index(q.answer)]
+        return f"{before}{answer}{after}" if after is not None else f"{q.question}\n答案：{answer}"
+
+    before, after = split_at_blank(query.question)
+    shots_text = "".join(filled(s) + "\n\n" for s in shots)
+    if after is not None:
+        return header + shots_text + f"{before}", [o + after for o in query.options]
+    return header + shots_text + f"{query.question}\n答案：", list(query.options)
+
+
 def choices_for(style: str) -> list[str]:
     """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
     return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
@@ -143,10 +164,16 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
         for s in subjects:
             s.questions = s.questions[:limit]
     items = [(s, q) for s in subjects for q in s.questions]
-    prompts = [render_prompt(s.chinese, s.dev, q, prompt_style) for s, q in items]
-    preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
-                             max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="ceval",
-                             choices=choices_for(prompt_style))
+    if mode == "cloze":
+        from .multiple_choice import answer_cloze
+
+        preds = answer_cloze(lm, [render_cloze_prompt(s.chinese, s.dev, q) for s, q in items],
+                             batch_size=batch_size, add_bos=add_bos, progress=progress, desc="ceval cloze")
+    else:
+        prompts = [render_prompt(s.chinese, s.dev, q, prompt_style) for s, q in items]
+        preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
+                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="ceval",
+                                 choices=choices_for(prompt_style))
     correct: dict[str, int] = {}
     records = []
     for (s, q), p in zip(items, preds):

@@ -87,6 +87,27 @@ def render_prompt(subject_name: str, shots: list[Question], query: Question) -> 
     return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
 
 
+def render_cloze_prompt(subject_name: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
+    """Cloze prompt and the four continuations scored. A fill-in question ("...是指（ ）。") is cut at its blank:
+    the prompt ends before the blank and each option's text, followed by the rest of the question, continues it;
+    other questions end with "答案是：" and each option's text follows. Shots show their question with the answer's text.
+    """
+    from .multiple_choice import split_at_blank
+
+    header = f"以下是关于{subject_name}的题目，请直接给出正确答案。\n\n"
+
+    def filled(q):
+        before, after = split_at_blank(q.question)
+        answer = q.options["ABCD".index(q.answer)]
+        return f"题目：{before}{answer}{after}" if after is not None else f"题目：{q.question}\n答案是：{answer}"
+
+    before, after = split_at_blank(query.question)
+    shots_text = "".join(filled(s) + "\n\n" for s in shots)
+    if after is not None:
+        return header + shots_text + f"题目：{before}", [o + after for o in query.options]
+    return header + shots_text + f"题目：{query.question}\n答案是：", list(query.options)
+
+
 def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> dict:
     """Per-subject accuracy and the unweighted mean over subjects (CMMLU's and FinanceIQ's average), percent."""
     per_subject = {}
@@ -107,9 +128,15 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         for s in subjects:
             s.questions = s.questions[:limit]
     items = [(s, q) for s in subjects for q in s.questions]
-    prompts = [render_prompt(s.name, s.dev, q) for s, q in items]
-    preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
-                             max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu")
+    if mode == "cloze":
+        from .multiple_choice import answer_cloze
+
+        preds = answer_cloze(lm, [render_cloze_prompt(s.name, s.dev, q) for s, q in items],
+                             batch_size=batch_size, add_bos=add_bos, progress=progress, desc="cmmlu cloze")
+    else:
+        prompts = [render_prompt(s.name, s.dev, q) for s, q in items]
+        preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
+                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu")
     correct: dict[str, int] = {}
     records = []
     for (s, q), p in zip(items, preds):

@@ -37,7 +37,9 @@ class EvalArgs:
     split: str | None = field(default=None, metadata={
         "help": "split scored for MC tasks (default: val for the C-Eval format, test for the CMMLU format)"})
     mode: str = field(default="loglik", metadata={
-        "help": "loglik: answer-only, next-token likelihood of A-D; generate: greedy answer + documented extraction"})
+        "help": "loglik: answer-only, next-token likelihood of A-D (as the papers score); cloze: likelihood per "
+                "character of each option's text after the question (knowledge, for small models); generate: "
+                "greedy answer + documented extraction"})
     prompt_style: str = field(default="ceval", metadata={
         "help": "C-Eval-format prompt: ceval (docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid)"})
     chat: str = field(default="auto", metadata={
@@ -154,8 +156,8 @@ def run_eval(args: EvalArgs) -> dict:
     for _, _, path in tasks:
         if path is not None and not path.exists():
             raise FileNotFoundError(f"{path}: no such task data")
-    if args.mode not in ("loglik", "generate"):
-        raise ValueError(f"--mode {args.mode!r} is not valid; use loglik or generate")
+    if args.mode not in ("loglik", "cloze", "generate"):
+        raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
     heldout = _labelled(args.heldout, "--heldout") if args.heldout else None
     report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
                     "models": {}, "tasks": {}}

@@ -11,6 +11,7 @@ next-token likelihood of "A".."D" (answer-only, batched) or by greedy generation
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,4 +115,36 @@ def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: i
             letter, pattern = extract_choice(text)
             preds.append(Prediction(letter, output=text, pattern=pattern))
         return preds
-    raise ValueError(f"--mode {mode!r} is not valid; use loglik or generate")
+    raise ValueError(f"--mode {mode!r} is not valid; use loglik, cloze or generate")
+
+
+BLANK = re.compile(r"[（(]\s*[)）]")
+
+
+def split_at_blank(question: str) -> tuple[str, str | None]:
+    """(text before the blank, text after it) of a fill-in question such as "速动比率等于（ ）。"; (question, None)
+    when it has no blank."""
+    m = BLANK.search(question)
+    if not m:
+        return question, None
+    return question[: m.start()], question[m.end():]
+
+
+def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16,
+                 add_bos: bool = False, progress: bool = False, desc: str = "cloze") -> list[Prediction]:
+    """Cloze scoring: the prompt holds the question but not the options; each option's text is scored as the
+    continuation and the best log-likelihood per character wins (lm-evaluation-harness's `acc_norm`).
+
+    Not the papers' answer-only protocol (which asks the model to pick a letter from listed options, a skill small
+    models lack); it measures whether the model finds the right answer text likelier, i.e. domain knowledge. Reports
+    say which mode produced a number."""
+    from .likelihood import score_choices
+
+    scores = score_choices(lm, [(p, list(opts)) for p, opts in requests], batch_size=batch_size, add_bos=add_bos,
+                           progress=progress, desc=desc)
+    preds = []
+    for (_, opts), s in zip(requests, scores):
+        normalised = [ll / max(len(o), 1) for ll, o in zip(s.logliks, opts)]  # per character (acc_norm)
+        best = max(range(len(opts)), key=lambda k: normalised[k])
+        preds.append(Prediction(LETTERS[best], logliks=s.logliks, truncated=s.truncated))
+    return preds

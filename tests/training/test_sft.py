@@ -171,3 +171,43 @@ def test_bad_record_in_a_recipe_fails_with_its_location(task, tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"{bad}:2: field 'output': empty_assistant" in result.stderr
+
+
+def test_resume_after_a_crash_equals_an_uninterrupted_run(task, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    root, _ = task
+    full = recipe(root, tmp_path / "a")
+    full.training.max_steps, full.training.save_steps = 8, 4
+    run_sft(full)
+    crashed = recipe(root, tmp_path / "b")
+    crashed.training.max_steps, crashed.training.save_steps = 8, 4
+    run_sft(crashed)
+    # As if the process had died after checkpoint 4: later checkpoints and the final outputs are gone.
+    shutil.rmtree(tmp_path / "b/checkpoints/checkpoint-8")
+    (tmp_path / "b/model.safetensors").unlink()
+    assert (tmp_path / "b/checkpoints/checkpoint-4/COMPLETE").is_file()
+    run_sft(crashed)  # resume: auto
+    a, b = load_file(tmp_path / "a/model.safetensors"), load_file(tmp_path / "b/model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_neftune_noise_changes_training_only(task, tmp_path):
+    from safetensors.torch import load_file
+
+    root, _ = task
+    plain, noisy = recipe(root, tmp_path / "plain"), recipe(root, tmp_path / "noisy")
+    for r in (plain, noisy):
+        r.training.max_steps = 3
+    noisy.training.neftune_noise_alpha = 5.0
+    run_sft(plain)
+    run_sft(noisy)
+    a, b = load_file(tmp_path / "plain/model.safetensors"), load_file(tmp_path / "noisy/model.safetensors")
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # the noise was applied while training
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "noisy").eval()
+    ids = torch.randint(3, 100, (1, 8))
+    assert torch.equal(model(ids).logits, model(ids).logits)  # no noise hook left on the saved model
