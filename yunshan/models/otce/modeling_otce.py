@@ -229,7 +229,8 @@ def selective_scan(
     resets: torch.Tensor | None = None,
     chunk_size: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The selective SSM in float32: y_t = C_t . h_t + D * x_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
+    """The selective SSM in float32 (float64 for float64 inputs): y_t = C_t . h_t + D * x_t with
+    h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t.
 
     Args:
         x, dt: (batch, length, d_inner); dt already softplus'ed.
@@ -244,18 +245,19 @@ def selective_scan(
     """
     batch, length, d_inner = x.shape
     n_state = A.shape[-1]
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     # Time-major and contiguous, so that every time step of the scan is one contiguous (batch, d_inner, N) slice.
-    x_t = x.transpose(0, 1).float().contiguous()
-    dt_t = dt.transpose(0, 1).float().contiguous()
-    a = torch.exp(dt_t.unsqueeze(-1) * A.float())  # (length, batch, d_inner, N)
+    x_t = x.transpose(0, 1).to(dtype).contiguous()
+    dt_t = dt.transpose(0, 1).to(dtype).contiguous()
+    a = torch.exp(dt_t.unsqueeze(-1) * A.to(dtype))  # (length, batch, d_inner, N)
     if resets is not None:
-        a = a * (~resets).transpose(0, 1)[:, :, None, None].to(a.dtype)
-    b = (dt_t * x_t).unsqueeze(-1) * B.transpose(0, 1).float().contiguous().unsqueeze(2)
-    states = OtceLinearScan.apply(a, b, None if h0 is None else h0.float(), chunk_size)
-    c = C.transpose(0, 1).float().reshape(length * batch, n_state, 1)
+        a = a * (~resets).transpose(0, 1)[:, :, None, None].to(dtype)
+    b = (dt_t * x_t).unsqueeze(-1) * B.transpose(0, 1).to(dtype).contiguous().unsqueeze(2)
+    states = OtceLinearScan.apply(a, b, None if h0 is None else h0.to(dtype), chunk_size)
+    c = C.transpose(0, 1).to(dtype).reshape(length * batch, n_state, 1)
     y = torch.matmul(states.view(length * batch, d_inner, n_state), c).view(length, batch, d_inner).transpose(0, 1)
     if D is not None:
-        y = y + x.float() * D.float()
+        y = y + x.to(dtype) * D.to(dtype)
     return y, states[-1]
 
 
