@@ -196,6 +196,12 @@ def test_scan_equals_naive_recurrence(chunk_size):
         y_ref, last_ref = naive_selective_scan(x, dt, A, B, C, D, *args)
         torch.testing.assert_close(y.double(), y_ref, atol=2e-5, rtol=1e-5)
         torch.testing.assert_close(last.double(), last_ref, atol=2e-5, rtol=1e-5)
+    # A single decoding step (its own fast path), with a reset in one row only.
+    one = (x[:, 9:10], dt[:, 9:10], A, B[:, 9:10], C[:, 9:10], D, h0, resets[:, 9:10])
+    y, last = selective_scan(*one, chunk_size=chunk_size)
+    y_ref, last_ref = naive_selective_scan(*one)
+    torch.testing.assert_close(y.double(), y_ref, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(last.double(), last_ref, atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 4])

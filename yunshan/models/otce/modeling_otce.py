@@ -246,6 +246,20 @@ def selective_scan(
     batch, length, d_inner = x.shape
     n_state = A.shape[-1]
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if length == 1:
+        # One decoding step: the recurrence once, without the time-major layout the scan needs.
+        x0, dt0 = x[:, 0].to(dtype), dt[:, 0].to(dtype)
+        b = (dt0 * x0).unsqueeze(-1) * B[:, 0].to(dtype).unsqueeze(1)
+        state = b
+        if h0 is not None:
+            a = torch.exp(dt0.unsqueeze(-1) * A.to(dtype))
+            if resets is not None:
+                a = a * (~resets[:, 0]).to(dtype)[:, None, None]
+            state = torch.addcmul(b, a, h0.to(dtype))
+        y = torch.matmul(state, C[:, 0].to(dtype).unsqueeze(-1)).transpose(1, 2)
+        if D is not None:
+            y = y + x.to(dtype) * D.to(dtype)
+        return y, state
     # Time-major and contiguous, so that every time step of the scan is one contiguous (batch, d_inner, N) slice.
     x_t = x.transpose(0, 1).to(dtype).contiguous()
     dt_t = dt.transpose(0, 1).to(dtype).contiguous()
