@@ -16,7 +16,7 @@ import sys
 
 # name -> (module, one-line help). Adding a subcommand is one line here plus the module.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "model": ("yunshan.models.commands", "inspect PanGu-π presets and checkpoints; upcycle LLaMA to PanGu-π"),
+    "model": ("yunshan.models.commands", "inspect PanGu-π and OTCE presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
 }
 

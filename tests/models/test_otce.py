@@ -661,3 +661,27 @@ def test_default_lora_targets_are_registered_with_peft():
     peft_model = get_peft_model(build(), LoraConfig(r=2))
     wrapped = {n.split(".")[-4] for n, _ in peft_model.named_parameters() if "lora_A" in n}
     assert wrapped == set(OTCE_LORA_TARGETS) - {"shared_up_proj"}  # expansive experts have no shared V
+
+
+def test_hf_trainer_steps_with_gradient_accumulation(tmp_path):
+    """The integration point the training commands build on: transformers' Trainer with labels, padding and
+    gradient accumulation (it passes num_items_in_batch through to the loss)."""
+    from transformers import Trainer, TrainingArguments
+
+    model = OtceForCausalLM(tiny_config())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.randint(1, VOCAB, (8, 12))
+    mask = torch.ones_like(ids)
+    mask[::2, :3] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    rows = [{"input_ids": i, "attention_mask": m, "labels": l} for i, m, l in zip(ids, mask, labels)]
+    args = TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=2, max_steps=2,
+        learning_rate=1e-2, report_to=[], save_strategy="no", logging_steps=1, use_cpu=True,
+        dataloader_num_workers=0, disable_tqdm=True,
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=rows)
+    result = trainer.train()
+    assert math.isfinite(result.training_loss)
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert "model.layers.1.feed_forward.router.weight" in changed and "model.layers.0.mamba.A_log" in changed

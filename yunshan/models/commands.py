@@ -1,4 +1,4 @@
-"""`yunshan model`: inspect presets and checkpoints, upcycle a LLaMA checkpoint into PanGu-π.
+"""`yunshan model`: inspect PanGu-π and OTCE presets and checkpoints, upcycle a LLaMA checkpoint into PanGu-π.
 
     yunshan model info pangu-pi-7b          # parameter counts by part, nothing allocated
     yunshan model info otce-1b
