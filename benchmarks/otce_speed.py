@@ -1,7 +1,7 @@
 """OTCE against transformers' JambaForCausalLM on this machine's CPU: a benchmark, not a timed test.
 
-    .venv/bin/python benchmarks/otce_speed.py                # about 10 minutes on 2 cores (Jamba's training dominates)
-    .venv/bin/python benchmarks/otce_speed.py --quick        # smaller sizes, about 2 minutes
+    .venv/bin/python benchmarks/otce_speed.py                # about 7 minutes (Jamba's training and prefill dominate)
+    .venv/bin/python benchmarks/otce_speed.py --quick        # smaller sizes, under a minute
     .venv/bin/python benchmarks/otce_speed.py --paper-size   # the paper's 281M / 283M pair (hidden 1024, vocab 65,536)
 
 The pair is the paper's own equal-size comparison (Table 1): Jamba `SMSMSMSMAMSMSMSM` against OTCE
