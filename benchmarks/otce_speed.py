@@ -145,7 +145,9 @@ def main(argv=None):
     results = {name: {"train_s": [], "decode_ms": [], "prefill": {n: [] for n in lengths}} for name in names}
 
     # (a) training, alternating step by step (first side alternates too).
-    optims = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-6) for name, m in names.items()}
+    optims = {
+        name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-6) for name, m in names.items()
+    }
     for name, model in names.items():
         model.train()
         train_step_seconds(model, optims[name], args.train_batch, seq)  # warm-up
@@ -176,8 +178,8 @@ def main(argv=None):
             order = list(names.items()) if r % 2 == 0 else list(names.items())[::-1]
             for name, model in order:
                 results[name]["prefill"][n].append(prefill_seconds(model, n, timers[name]))
-        print(f"prefill {n}: " + ", ".join(
-            f"{name} {statistics.median(t for t, _ in results[name]['prefill'][n]):.2f}s" for name in names), flush=True)
+        medians = {name: statistics.median(t for t, _ in results[name]["prefill"][n]) for name in names}
+        print(f"prefill {n}: " + ", ".join(f"{name} {t:.2f}s" for name, t in medians.items()), flush=True)
 
     summary = {"ratios": {
         "train_time_ratio": paired_ratio(results["jamba"]["train_s"], results["otce"]["train_s"]),
@@ -209,7 +211,8 @@ def main(argv=None):
         row = summary[name]
         print(f"| {name} | {layouts[name]} | {row['params'] / 1e6:.1f}M | {row['train_tokens_per_s']:.1f} | "
               f"{row['decode_ms_per_token']:.2f} |")
-    print("\n| prefill tokens | Jamba total s | Jamba SSM us/token | OTCE total s | OTCE SSM us/token | OTCE / Jamba time |")
+    print("\n| prefill tokens | Jamba total s | Jamba SSM us/token | OTCE total s | OTCE SSM us/token "
+          "| OTCE / Jamba time |")
     print("|---|---|---|---|---|---|")
     for n in lengths:
         j, o = summary["jamba"]["prefill"][n], summary["otce"]["prefill"][n]

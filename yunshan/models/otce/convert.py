@@ -6,17 +6,17 @@ With SSM RoPE off, attention RoPE off, plain experts, SwiGLU feed-forwards, no E
 an OTCE decoder computes exactly what a Jamba decoder computes; this is the parity the tests check. The fields
 that must be mapped (everything else keeps its name and meaning, Jamba's `mamba_*` names included):
 
-| Jamba                                           | OTCE                                                        |
-|---|---|
-| attn_layer_period/offset, expert_layer_period/offset | `layer_pattern` (A where i % period == offset, E likewise) |
-| (SSM and attention without positions)           | `mamba_rope=False`, `attention_rope=False`                  |
-| SwiGLU MLP and experts                          | `ffn_up_act="identity"` (OTCE's default is SwiTanhDGLU)     |
-| routed experts of width intermediate_size       | `expert_type="plain"`, `expert_intermediate_size=intermediate_size`, `shared_expert_intermediate_size=0` |
-| last layer is an ordinary block                 | `use_expresser=False`                                       |
-| hidden_act (gate, conv activation)              | must be "silu": OTCE's conv activation and z-gate are SiLU  |
-| experts.gate_up_proj (E, 2I, d)                 | experts.i.gate_proj.weight = [:I], experts.i.up_proj.weight = [I:] |
-| experts.down_proj (E, d, I)                     | experts.i.down_proj.weight                                  |
-| model.final_layernorm                           | model.norm                                                  |
+- attn_layer_period/offset and expert_layer_period/offset -> `layer_pattern` (A where i % period == offset, E
+  likewise), e.g. "SM SE SM SE AM SE SM SE";
+- Jamba's SSM and attention carry no positions -> `mamba_rope=False`, `attention_rope=False`;
+- Jamba's MLPs and experts are SwiGLU -> `ffn_up_act="identity"` (OTCE's default is SwiTanhDGLU, "tanh");
+- routed experts of width intermediate_size, nothing shared -> `expert_type="plain"`,
+  `expert_intermediate_size=intermediate_size`, `shared_expert_intermediate_size=0`;
+- the last layer is an ordinary block -> `use_expresser=False`;
+- `hidden_act` must be "silu": OTCE's convolution activation and z gate are SiLU (Jamba uses hidden_act there);
+- weights: `experts.gate_up_proj` (E, 2I, d) -> `experts.i.gate_proj.weight` = [:I] and `experts.i.up_proj.weight`
+  = [I:]; `experts.down_proj` (E, d, I) -> `experts.i.down_proj.weight`; `model.final_layernorm` -> `model.norm`;
+  every other key is the same.
 
 Unlike the model files, this module may import the rest of transformers' model zoo (it is not shipped as remote
 code).
