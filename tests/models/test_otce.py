@@ -140,6 +140,16 @@ def test_presets_reproduce_the_paper_parameter_counts():
     assert big["expresser"] == 2 * d * d + d
 
 
+def test_parameter_parts_of_otce_names_leave_other_models_alone():
+    from yunshan.models.info import part_of
+
+    assert part_of("model.layers.4.dense.weight") == part_of("model.layers.4.projection.weight") == "expresser"
+    assert part_of("model.layers.0.mamba.b_layernorm.weight") == "ssm"
+    assert part_of("model.layers.1.feed_forward.experts.2.shared_gate.weight") == "experts"
+    assert part_of("model.layers.1.feed_forward.shared_expert.up_proj.weight") == "shared_experts"
+    assert part_of("gpt_neox.layers.0.attention.dense.weight") == "attention"  # GPT-NeoX / Phi / Falcon names
+
+
 @pytest.mark.parametrize("expert_type", ["plain", "cohesive", "expansive"])
 def test_expert_sharing_matches_the_formulas(expert_type):
     shared = {"plain": 0, "cohesive": 24, "expansive": 40}[expert_type]
@@ -196,6 +206,13 @@ def test_scan_equals_naive_recurrence(chunk_size):
         y_ref, last_ref = naive_selective_scan(x, dt, A, B, C, D, *args)
         torch.testing.assert_close(y.double(), y_ref, atol=2e-5, rtol=1e-5)
         torch.testing.assert_close(last.double(), last_ref, atol=2e-5, rtol=1e-5)
+    with torch.no_grad():  # inference runs long inputs in blocks of time, carrying the state
+        long = (torch.randn(1, 150, 3), F.softplus(torch.randn(1, 150, 3)), A[:3], torch.randn(1, 150, n),
+                torch.randn(1, 150, n), D[:3], h0[:1, :3], resets[1:].repeat(1, 8)[:, :150])
+        y, last = selective_scan(*long, chunk_size=chunk_size)
+    y_ref, last_ref = naive_selective_scan(*long)
+    torch.testing.assert_close(y.double(), y_ref, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(last.double(), last_ref, atol=2e-5, rtol=1e-5)
     # A single decoding step (its own fast path), with a reset in one row only.
     one = (x[:, 9:10], dt[:, 9:10], A, B[:, 9:10], C[:, 9:10], D, h0, resets[:, 9:10])
     y, last = selective_scan(*one, chunk_size=chunk_size)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -20,6 +21,8 @@ PARTS = (
     "embeddings", "attention", "ssm", "ffn", "router", "experts", "shared_experts", "expresser", "siaf",
     "neighbor_conv", "shortcuts", "norms", "lm_head", "other",
 )
+# OTCE's Expresser parts sit directly on the layer (`layers.N.dense`); other models' `attention.dense` does not match.
+EXPRESSER_NAME = re.compile(r"\.layers\.\d+\.(dense|projection|pre_dense_layernorm)\.")
 # Every preset name yunshan knows, with the config class that builds it.
 PRESETS = {
     **{name: PanguPiConfig for name in PANGU_PI_PRESETS},
@@ -45,7 +48,7 @@ def part_of(name: str) -> str:
         return "experts"
     if ".shared_up_proj." in name or ".shared_expert." in name:
         return "shared_experts"
-    if ".dense." in name or ".projection." in name or ".pre_dense_layernorm." in name:
+    if EXPRESSER_NAME.search(name):
         return "expresser"
     if ".self_attn." in name or ".attention." in name or ".attn." in name:
         return "attention"
