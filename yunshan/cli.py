@@ -17,7 +17,7 @@ import sys
 # name -> (module, one-line help). Adding a subcommand is one line here plus the module.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("yunshan.pipeline", "the whole YunShan pipeline from one recipe (the main job)"),
-    "model": ("yunshan.models.commands", "inspect PanGu-π presets and checkpoints; upcycle LLaMA to PanGu-π"),
+    "model": ("yunshan.models.commands", "inspect PanGu-π and OTCE presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
     "data": ("yunshan.data.convert", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),

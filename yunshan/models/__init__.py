@@ -1,7 +1,9 @@
-"""Model architectures yunshan ships as transformers classes, and their registration with the Auto classes."""
+"""Model architectures yunshan ships as transformers classes (PanGu-π, OTCE), and their registration with the Auto
+classes."""
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from .otce import OTCE_LORA_TARGETS, OtceConfig, OtceForCausalLM, OtceModel
 from .pangu_pi import PANGU_PI_LORA_TARGETS, PanguPiConfig, PanguPiForCausalLM, PanguPiModel
 
 
@@ -29,5 +31,8 @@ def register(model_type, config_cls, base_cls, lm_cls, lora_targets) -> None:
 
 
 register("pangu_pi", PanguPiConfig, PanguPiModel, PanguPiForCausalLM, PANGU_PI_LORA_TARGETS)
+register("otce", OtceConfig, OtceModel, OtceForCausalLM, OTCE_LORA_TARGETS)
 
-__all__ = ["PanguPiConfig", "PanguPiForCausalLM", "PanguPiModel", "register"]
+__all__ = [
+    "OtceConfig", "OtceForCausalLM", "OtceModel", "PanguPiConfig", "PanguPiForCausalLM", "PanguPiModel", "register",
+]

@@ -1,6 +1,7 @@
-"""`yunshan model`: inspect presets and checkpoints, upcycle a LLaMA checkpoint into PanGu-π.
+"""`yunshan model`: inspect PanGu-π and OTCE presets and checkpoints, upcycle a LLaMA checkpoint into PanGu-π.
 
     yunshan model info pangu-pi-7b          # parameter counts by part, nothing allocated
+    yunshan model info otce-1b
     yunshan model info path/to/model
     yunshan model upcycle path/to/llama out/pangu-pi --siaf-terms 2 --aug-shortcuts 1
 """
@@ -14,7 +15,10 @@ import json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     info = sub.add_parser("info", help="parameter counts by part of a preset or a model folder")
-    info.add_argument("preset_or_path", help="pangu-pi-7b, pangu-pi-1b, tiny, or a folder with config.json")
+    info.add_argument(
+        "preset_or_path",
+        help="a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny) or a folder with config.json",
+    )
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     up = sub.add_parser("upcycle", help="LLaMA checkpoint -> PanGu-π with unchanged logits at step 0")
     up.add_argument("src", help="folder of a LlamaForCausalLM (save_pretrained)")

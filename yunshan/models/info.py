@@ -1,20 +1,33 @@
 """Parameter counts by part for any causal LM config, on the meta device (a 7B config allocates nothing).
 
     yunshan model info pangu-pi-7b
+    yunshan model info otce-1b
     yunshan model info path/to/model_folder
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedConfig
 
+from .otce.configuration_otce import OTCE_PRESETS, OtceConfig
 from .pangu_pi.configuration_pangu_pi import PANGU_PI_PRESETS, PanguPiConfig
 
-PARTS = ("embeddings", "attention", "ffn", "siaf", "neighbor_conv", "shortcuts", "norms", "lm_head", "other")
+PARTS = (
+    "embeddings", "attention", "ssm", "ffn", "router", "experts", "shared_experts", "expresser", "siaf",
+    "neighbor_conv", "shortcuts", "norms", "lm_head", "other",
+)
+# OTCE's Expresser parts sit directly on the layer (`layers.N.dense`); other models' `attention.dense` does not match.
+EXPRESSER_NAME = re.compile(r"\.layers\.\d+\.(dense|projection|pre_dense_layernorm)\.")
+# Every preset name yunshan knows, with the config class that builds it.
+PRESETS = {
+    **{name: PanguPiConfig for name in PANGU_PI_PRESETS},
+    **{name: OtceConfig for name in OTCE_PRESETS},
+}
 
 
 def part_of(name: str) -> str:
@@ -27,6 +40,16 @@ def part_of(name: str) -> str:
         return "neighbor_conv"
     if ".aug_shortcut." in name:
         return "shortcuts"
+    if ".mamba." in name:  # the whole selective SSM block, its inner RMSNorms included
+        return "ssm"
+    if ".router." in name:
+        return "router"
+    if ".experts." in name:
+        return "experts"
+    if ".shared_up_proj." in name or ".shared_expert." in name:
+        return "shared_experts"
+    if EXPRESSER_NAME.search(name):
+        return "expresser"
     if ".self_attn." in name or ".attention." in name or ".attn." in name:
         return "attention"
     if ".mlp." in name or ".feed_forward." in name:
@@ -39,13 +62,13 @@ def part_of(name: str) -> str:
 
 
 def load_config(preset_or_path: str | os.PathLike) -> PreTrainedConfig:
-    """A config from a PanGu-π preset name or a model folder holding config.json."""
-    if str(preset_or_path) in PANGU_PI_PRESETS:
-        return PanguPiConfig.from_preset(str(preset_or_path))
+    """A config from a preset name (PanGu-π or OTCE) or a model folder holding config.json."""
+    if str(preset_or_path) in PRESETS:
+        return PRESETS[str(preset_or_path)].from_preset(str(preset_or_path))
     path = Path(preset_or_path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
-            f"{preset_or_path}: neither a preset ({', '.join(PANGU_PI_PRESETS)}) nor a folder with config.json"
+            f"{preset_or_path}: neither a preset ({', '.join(PRESETS)}) nor a folder with config.json"
         )
     return AutoConfig.from_pretrained(path, trust_remote_code=False)
 
