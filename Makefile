@@ -8,6 +8,8 @@ STAMP := $(VENV)/.yunshan-installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Passive OpenMP waiting: spinning threads stall every op when another process holds a core (yunshan/__init__.py).
+export OMP_WAIT_POLICY := PASSIVE
 
 .PHONY: demo test venv bench clean-venv
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/fixtures.py
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see yunshan/__init__.py; before torch loads
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

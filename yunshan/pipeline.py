@@ -388,22 +388,24 @@ class PipelineRunner:
         sizes = _vocab_sizes(self.base_tokenizer_dir(), str(out))
         return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0]}
 
-    def _eval(self, stage: str, model_dir: str) -> dict:
+    def _eval(self, stage: str, model_dirs: list[str]) -> dict:
         from yunshan.eval.commands import EvalArgs, run_eval
 
         e = self.recipe.eval
         out = self.folder(stage)
         report = run_eval(EvalArgs(
-            model=[model_dir], tasks=list(e.tasks), data_dir=e.data_dir, limit=e.limit, shots=e.shots, mode=e.mode,
+            model=model_dirs, tasks=list(e.tasks), data_dir=e.data_dir, limit=e.limit, shots=e.shots, mode=e.mode,
             heldout=list(e.heldout), text=list(e.text), max_length=e.max_length, batch_size=e.batch_size,
             out=str(out), progress=True))
-        return {"results": "results.json", "model": model_dir, "seconds": report.get("seconds")}
+        return {"results": "results.json", "models": model_dirs, "seconds": report.get("seconds")}
 
     def stage_eval_before(self) -> dict:
-        return self._eval("eval_before", self.base_model_dir())
+        return self._eval("eval_before", [self.base_model_dir()])
 
     def stage_eval_after(self) -> dict:
-        return self._eval("eval_after", self.final_model_dir())
+        # Both trained models: after continual pretraining (the replay's effect on forgetting) and the final one.
+        models = [str(self.folder(s)) for s in ("cpt", "sft") if self.enabled(s)] or [self.base_model_dir()]
+        return self._eval("eval_after", models)
 
     def stage_cpt(self) -> dict:
         from yunshan.recipe import CptRecipe, ModelArgs, TokenizerArgs
@@ -466,49 +468,55 @@ class PipelineRunner:
 
     # -- report -------------------------------------------------------------------------------------------
 
-    def before_after(self) -> list[tuple[str, str, str, str]]:
-        """(metric, before, after, change) rows from the eval and tokenizer stages."""
-        rows = []
+    def before_after(self) -> tuple[list[str], list[list[str]]]:
+        """(column names, rows) of the before/after table: one column per evaluated model (base, after cpt, after
+        sft), then the change from the base to the last; tokenizer compression rows from the tokenizer stage."""
         before = _load_results(self.folder("eval_before") / "results.json")
         after = _load_results(self.folder("eval_after") / "results.json")
+        columns, rows = [], []
         if before and after:
+            models = [("before", before, next(iter(before["models"])))]
+            models += [(f"after {name.split('_', 1)[-1]}", after, name) for name in after["models"]]
+            columns = [label for label, _, _ in models]
+            mode = after.get("settings", {}).get("mode", "loglik")
             for task, res in after["tasks"].items():
-                b_res = before["tasks"].get(task)
-                if not b_res:
+                if task not in before["tasks"]:
                     continue
-                b = next(iter(b_res["results"].values()))
-                a = next(iter(res["results"].values()))
+                values = [doc["tasks"][task]["results"][name] for _, doc, name in models]
                 if res.get("format") == "bpc":
-                    for label in a["files"]:
-                        if label in b["files"]:
+                    for label in values[-1]["files"]:
+                        if all(label in v["files"] for v in values):
                             kind = "general (forgetting)" if label == "general" else "domain (gain)"
-                            rows.append((f"bits/char {label} — {kind}", f"{b['files'][label]['bpc']:.4f}",
-                                         f"{a['files'][label]['bpc']:.4f}",
-                                         f"{100 * (a['files'][label]['bpc'] / b['files'][label]['bpc'] - 1):+.1f}%"))
-                elif "average" in a and "average" in b:
-                    rows.append((f"{task} accuracy (AVG, chance 25.0)", f"{100 * b['average']:.1f}",
-                                 f"{100 * a['average']:.1f}", f"{100 * (a['average'] - b['average']):+.1f} pt"))
+                            nums = [v["files"][label]["bpc"] for v in values]
+                            rows.append([f"bits/char, {label}: {kind}"] + [f"{x:.4f}" for x in nums]
+                                        + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
+                elif all("overall" in v for v in values):
+                    nums = [v["overall"] for v in values]
+                    scoring = {"loglik": "answer-only", "cloze": "cloze", "generate": "generated"}.get(mode, mode)
+                    rows.append([f"{task} accuracy % ({scoring}; chance 25)"] + [f"{x:.1f}" for x in nums]
+                                + [f"{nums[-1] - nums[0]:+.1f} pt"])
         tok_report = self.folder("tokenizer") / "report.json"
         if tok_report.is_file():
             comp = json.loads(tok_report.read_text()).get("compression")
-            if comp:
-                for f in comp.get("files", []):
-                    res = f.get("results", [])
-                    if len(res) == 2:
-                        b, a = res[0]["tokens_per_char"], res[1]["tokens_per_char"]
-                        rows.append((f"tokens/char {Path(f['path']).name}", f"{b:.3f}", f"{a:.3f}",
-                                     f"{100 * (a / b - 1):+.1f}%"))
-        return rows
+            width = max(len(columns), 2)
+            for f in (comp or {}).get("files", []):
+                res = f.get("results", [])
+                if len(res) == 2:
+                    b, a = res[0]["tokens_per_char"], res[1]["tokens_per_char"]
+                    cells = [f"{b:.3f}"] + [""] * (width - 2) + [f"{a:.3f}"]
+                    rows.append([f"tokens/char, {Path(f['path']).name}"] + cells + [f"{100 * (a / b - 1):+.1f}%"])
+            columns = columns or ["before", "after"]
+        return columns, rows
 
     def write_report(self, manifest: dict) -> Path:
-        rows = self.before_after()
+        columns, rows = self.before_after()
         lines = [f"# yunshan run: {self.recipe.name}", "",
                  f"Base model: `{manifest['base_model']}`" + (" (stand-in trained here from the bundled general "
                                                                 "sample)" if self.recipe.base.enabled else ""),
                  f"Final model: `{manifest['final_model']}`", "", "## Before and after", ""]
         if rows:
-            lines += ["| metric | before | after | change |", "|---|---:|---:|---:|"]
-            lines += [f"| {m} | {b} | {a} | {c} |" for m, b, a, c in rows]
+            lines += ["| metric | " + " | ".join(columns) + " | change |", "|---|" + "---:|" * (len(columns) + 1)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
         else:
             lines.append("(no evaluation stages ran)")
         lines += ["", "## Stages", "", "| stage | status | seconds | output |", "|---|---|---:|---|"]
@@ -539,12 +547,12 @@ class PipelineRunner:
             if stage in manifest["stages"]:
                 s = manifest["stages"][stage]
                 print(f"   {stage:<12} {s['status']:<9} {str(s.get('seconds', '')):>7} s  {self.out / s['output']}")
-        rows = self.before_after()
+        columns, rows = self.before_after()
         if rows:
             width = max(len(r[0]) for r in rows)
-            print(f"\n   {'metric':<{width}}  {'before':>8}  {'after':>8}  change")
-            for m, b, a, c in rows:
-                print(f"   {m:<{width}}  {b:>8}  {a:>8}  {c}")
+            print(f"\n   {'metric':<{width}}  " + "  ".join(f"{c:>10}" for c in columns) + "  change")
+            for r in rows:
+                print(f"   {r[0]:<{width}}  " + "  ".join(f"{c:>10}" for c in r[1:-1]) + f"  {r[-1]}")
         print(f"\n   report: {self.out / 'report.md'}   manifest: {self.manifest_path}", flush=True)
 
 

@@ -1,0 +1,116 @@
+"""`yunshan run`: all stages on a tiny recipe, skip on re-run, --from, fingerprints, failures leave earlier
+stages intact, manifest and report."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from yunshan.pipeline import PipelineRunner
+from yunshan.recipe import PipelineRecipe, load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_recipe(tmp: Path, export: bool = False) -> dict:
+    s = "${samples}"
+    return {
+        "name": "tiny-test",
+        "output_dir": str(tmp / "run"),
+        "base": {
+            "enabled": True, "tokenizer_corpus": [f"{s}/corpora/general/train.jsonl"], "vocab_size": 600,
+            "model": {"preset": "tiny", "config_overrides": {"hidden_size": 32, "intermediate_size": 64,
+                                                             "num_hidden_layers": 2, "aug_reduction": 4}},
+            "data": {"seq_len": 64, "sources": [{"name": "general", "path": f"{s}/corpora/general/train.jsonl"}]},
+            "training": {"max_steps": 6, "per_device_batch_size": 4, "learning_rate": 3e-3, "save_steps": 1000,
+                         "logging_steps": 2},
+        },
+        "tokenizer_extension": {"corpus": [f"{s}/corpora/finance/train.jsonl", f"{s}/corpora/legal/train.jsonl"],
+                                "words": [str(ROOT / "recipes/wordlists/demo_terms_zh.txt")], "new_tokens": 150,
+                                "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
+        "eval": {"tasks": ["bpc", "fineval"], "limit": 2, "shots": 0, "mode": "cloze", "max_length": 64,
+                 "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
+        "cpt": {"data": {"seq_len": 64, "sources": [
+                    {"name": "finance", "path": f"{s}/corpora/finance/train.jsonl", "weight": 0.5},
+                    {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},
+                "training": {"max_steps": 6, "per_device_batch_size": 4, "learning_rate": 3e-3, "save_steps": 3,
+                             "logging_steps": 2}},
+        "sft": {"data": {"max_length": 128, "sources": [
+                    {"name": "general", "path": f"{s}/sft/general_alpaca.jsonl", "format": "alpaca",
+                     "max_samples": 40, "heldout": 1}]},
+                "training": {"max_steps": 4, "per_device_batch_size": 4, "learning_rate": 1e-3, "save_steps": 1000,
+                             "logging_steps": 2}},
+        "export": {"enabled": export},
+    }
+
+
+def run(data: dict, tmp: Path, *overrides, from_stage=None):
+    path = tmp / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    recipe = load_recipe(PipelineRecipe, path, list(overrides))
+    return PipelineRunner(recipe, path).run(from_stage)
+
+
+def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
+    data = tiny_recipe(tmp_path)
+    out = tmp_path / "run"
+    manifest = run(data, tmp_path)
+    stages = ["base", "tokenizer", "eval_before", "cpt", "sft", "eval_after"]
+    assert [s["name"] for s in manifest["stage_list"]] == stages
+    assert all(s["status"] == "complete" and s["outputs"] for s in manifest["stage_list"])
+    run_json = json.loads((out / "run.json").read_text())
+    assert run_json["final_model"] == "04_sft" and run_json["stages"]["cpt"]["summary"]["tokens"] == 6 * 4 * 64
+    # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
+    assert any(p.endswith("finance/train.jsonl") for p in run_json["stages"]["cpt"]["inputs"])
+    assert all((out / s["output"] / "STAGE.json").is_file() for s in manifest["stage_list"])
+    report = (out / "report.md").read_text()
+    assert "| metric | before | after cpt | after sft | change |" in report
+    assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report
+    assert (out / "00_base/STAND_IN_BASE.md").is_file()
+    # The extended tokenizer reached the trained model, with subword-mean rows.
+    tok_size = run_json["stages"]["tokenizer"]["summary"]["new_vocab"]
+    cpt_config = json.loads((out / "03_cpt/config.json").read_text())
+    assert cpt_config["vocab_size"] >= tok_size > run_json["stages"]["tokenizer"]["summary"]["base_vocab"]
+
+    before = {s["name"]: s["finished"] for s in manifest["stage_list"]}
+    again = run(data, tmp_path)
+    assert {s["name"]: s["finished"] for s in again["stage_list"]} == before  # everything skipped
+
+    redo = run(data, tmp_path, from_stage="sft")
+    finished = {s["name"]: s["finished"] for s in redo["stage_list"]}
+    assert [n for n in stages if finished[n] != before[n]] == ["sft", "eval_after"]
+
+    # A changed cpt setting invalidates cpt and what follows; the base and tokenizer stay.
+    changed = run(data, tmp_path, "cpt.training.learning_rate=1e-3")
+    finished2 = {s["name"]: s["finished"] for s in changed["stage_list"]}
+    assert [n for n in stages if finished2[n] != finished[n]] == ["cpt", "sft", "eval_after"]
+
+
+def test_a_failing_stage_leaves_earlier_outputs_intact(tmp_path):
+    data = tiny_recipe(tmp_path)
+    data["sft"]["data"]["sources"][0]["path"] = str(tmp_path / "missing.jsonl")
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        run(data, tmp_path)
+    manifest = json.loads((tmp_path / "run/run.json").read_text())
+    assert manifest["stages"]["sft"]["status"] == "failed" and "missing.jsonl" in manifest["stages"]["sft"]["error"]
+    assert manifest["stages"]["cpt"]["status"] == "complete"
+    cpt_outputs = manifest["stages"]["cpt"]["outputs"]
+    # Fix the recipe: the earlier stages are reused as they are, only sft and after run.
+    fixed = tiny_recipe(tmp_path)
+    manifest2 = run(fixed, tmp_path)
+    assert manifest2["stages"]["cpt"]["outputs"] == cpt_outputs
+    assert manifest2["stages"]["sft"]["status"] == "complete"
+
+
+def test_dry_run_plans_without_training(tmp_path):
+    data = tiny_recipe(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert plan["problems"] == [] and [p["action"] for p in plan["plan"]][:6] == ["run"] * 6
+    assert not (tmp_path / "run").exists()
+    data["cpt"]["data"]["sources"][0]["path"] = str(tmp_path / "nope.jsonl")
+    path.write_text(yaml.safe_dump(data))
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert any("nope.jsonl" in p for p in plan["problems"])
