@@ -85,7 +85,7 @@ def check_export_folder(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder (write one with yunshan export RUN --out {folder})")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts)
-    names = {p.name for p in files}
+    names = {p.name for p in files if p.parent == folder}
     if "README.md" not in names or not names & {"config.json", "adapter_config.json"}:
         raise PushError(f"{folder}: not a folder written by yunshan export (it needs README.md and config.json or "
                         "adapter_config.json); export first: yunshan export RUN --out DIR")
