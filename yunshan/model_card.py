@@ -293,8 +293,12 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
             model_args = ((record or {}).get("recipe") or {}).get("model") or {}
             prov.base_model = model_args.get("name_or_path") or (
                 f"PanGu-π preset {model_args['preset']!r} (trained from scratch)" if model_args.get("preset") else None)
+            report = (record or {}).get("report") or {}
+            summary = {"steps": report.get("steps")}
+            summary.update({"tokens": report.get("tokens_trained")} if kind == "cpt" else
+                           {"samples": report.get("samples")})
             prov.stages = [{"name": kind, "status": "complete", "output": ".",
-                            "summary": {"steps": ((record or {}).get("report") or {}).get("steps")}}]
+                            "summary": {k: v for k, v in summary.items() if v is not None}}]
         if (src / "recipe.yaml").is_file():
             prov.recipe_path = src / "recipe.yaml"
     model_dir = prov.model_dir
@@ -718,10 +722,13 @@ def _data(prov: Provenance) -> list[str]:
     lines += ["### Continual pretraining: tokens per source", ""]
     if cpt_report and cpt_report.get("sources"):
         defs = {s.get("name"): s for s in (prov.cpt or {}).get("sources", [])}
-        lines += ["| source | data | weight | tokens trained | share |", "|---|---|---:|---:|---:|"]
+        drops = any(_dropped(s) for s in cpt_report["sources"].values())
+        lines += ["| source | data | weight | tokens trained | share |" + (" documents dropped |" if drops else ""),
+                  "|---|---|---:|---:|---:|" + ("---:|" if drops else "")]
         for name, s in cpt_report["sources"].items():
             lines.append(f"| {_md(name)} | {_md(_source_data(defs.get(name, s)))} | {_fmt(s.get('weight'), 3)} | "
-                         f"{s.get('tokens_trained', 0):,} | {100 * (s.get('token_share') or 0):.2f}% |")
+                         f"{s.get('tokens_trained', 0):,} | {100 * (s.get('token_share') or 0):.2f}% |"
+                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
         lines += ["", f"{cpt_report.get('tokens_trained', 0):,} tokens in {cpt_report.get('steps', 0):,} steps of "
                       f"{cpt_report.get('tokens_per_step', 0):,} tokens (sequences of {cpt_report.get('seq_len')} "
                       "tokens); shares are exact counts of the tokens trained on.", ""]
@@ -731,13 +738,15 @@ def _data(prov: Provenance) -> list[str]:
     lines += ["### Supervised fine-tuning: samples per source", ""]
     if sft_report and sft_report.get("sources"):
         defs = {s.get("name"): s for s in (prov.sft or {}).get("sources", [])}
-        lines += ["| source | data | format | samples | tokens | trained tokens | share of samples |",
-                  "|---|---|---|---:|---:|---:|---:|"]
+        drops = any(_dropped(s) for s in sft_report["sources"].values())
+        lines += ["| source | data | format | samples | tokens | trained tokens | share of samples |"
+                  + (" dropped |" if drops else ""), "|---|---|---|---:|---:|---:|---:|" + ("---:|" if drops else "")]
         for name, s in sft_report["sources"].items():
             d = defs.get(name, {})
             lines.append(f"| {_md(name)} | {_md(_source_data(d))} | {_md(d.get('format', '–'))} | "
                          f"{s.get('samples', 0):,} | {s.get('tokens', 0):,} | {s.get('trained_tokens', 0):,} | "
-                         f"{100 * (s.get('share_of_samples') or 0):.2f}% |")
+                         f"{100 * (s.get('share_of_samples') or 0):.2f}% |"
+                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
         lines += ["", f"The SFT set: {sft_report.get('samples', 0):,} samples shuffled into one training set"
                       + (", best-fit packed" if sft_report.get("packing") else "")
                       + "; loss on assistant tokens only"
@@ -746,6 +755,19 @@ def _data(prov: Provenance) -> list[str]:
     else:
         lines += ["Not recorded (no SFT data report).", ""]
     return lines
+
+
+def _dropped(source: dict) -> int:
+    dropped = source.get("dropped") or {}
+    return sum(v for v in dropped.values() if isinstance(v, int)) if isinstance(dropped, dict) else 0
+
+
+def _dropped_text(source: dict) -> str:
+    """'12 (too_long 10, bad_json 2)': records left out, by the reason the data reader gave."""
+    dropped = {k: v for k, v in (source.get("dropped") or {}).items() if isinstance(v, int) and v}
+    if not dropped:
+        return "0"
+    return f"{sum(dropped.values()):,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) + ")"
 
 
 def _tokenizer(prov: Provenance) -> list[str]:

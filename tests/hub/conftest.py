@@ -63,7 +63,7 @@ def run_dir(tmp_path_factory) -> Path:
     shutil.rmtree(root / "03_cpt" / "checkpoints")
     run_sft(load_recipe(SftRecipe, data={
         "model": {"name_or_path": str(root / "03_cpt")},
-        "data": {"max_length": 64, "sources": [
+        "data": {"max_length": 96, "sources": [
             {"name": "general", "format": "alpaca",
              "path": _head(samples / "sft/general_alpaca.jsonl", data / "general_alpaca.jsonl", 40)},
             {"name": "legal_consultation", "format": "messages",
