@@ -60,18 +60,20 @@ class ExportArgs(CardOptions):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    flags = {"source": None, "datasets": "--dataset", "tags": "--tag"}
-    for f in fields(ExportArgs):
+    flags = {"datasets": "--dataset", "tags": "--tag"}
+    metavars = {"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"}
+    order = {"source": 0, "out": 1}
+    for f in sorted(fields(ExportArgs), key=lambda f: order.get(f.name, 2)):  # stable: the rest as declared
         help_text = f.metadata["help"]
         if f.name == "source":
             parser.add_argument("source", metavar="RUN_OR_MODEL", help=help_text)
         elif f.type == "bool":
             parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
                                 default=f.default, help=help_text)
-        elif f.name in ("language", "datasets", "tags", "eval"):
+        elif f.name in metavars:
             default = f.default_factory()
-            flag = flags.get(f.name, "--" + f.name)
-            parser.add_argument(flag, dest=f.name, nargs="+", action="extend", default=None, metavar=f.name.upper(),
+            parser.add_argument(flags.get(f.name, "--" + f.name), dest=f.name, nargs="+", action="extend",
+                                default=None, metavar=metavars[f.name],
                                 help=f"{help_text} (default: {' '.join(default) or 'none'})")
         else:
             parser.add_argument("--" + f.name.replace("_", "-"), default=f.default, required=f.name == "out",
@@ -300,18 +302,21 @@ def write_config_and_code(model_dir: Path, out: Path, dtype: str | None) -> tupl
     model_type = config.get("model_type")
     if not model_type:
         raise ValueError(f"{model_dir / 'config.json'}: no model_type field")
+    from transformers.dynamic_module_utils import get_relative_import_files
+
     auto_map = config.get("auto_map") or {}
     modules = _auto_map_modules(auto_map)
+    tok_config = model_dir / "tokenizer_config.json"
+    tok_modules = _auto_map_modules(json.loads(tok_config.read_text(encoding="utf-8")).get("auto_map") or {}) if (
+        tok_config.is_file()) else set()
     folder_code = bool(auto_map) and all((model_dir / f"{m}.py").is_file() for m in modules)
     classes = yunshan_classes(model_type)
     origin = "none needed (transformers architecture)"
     if folder_code:
-        # The code saved beside the weights at training time: exactly what produced them.
-        for path in sorted(model_dir.glob("*.py")):
-            shutil.copyfile(path, out / path.name)
+        # The code saved beside the weights at training time, exactly what produced them.
         origin = "copied from the model folder"
     elif classes is not None:
-        from transformers.dynamic_module_utils import get_relative_import_files
+        import sys
 
         import yunshan
 
@@ -319,14 +324,22 @@ def write_config_and_code(model_dir: Path, out: Path, dtype: str | None) -> tupl
         for cls in classes:
             if getattr(cls, "_auto_class", None):
                 auto_map[cls._auto_class] = f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
-            module_file = Path(__import__("sys").modules[cls.__module__].__file__)
+            module_file = Path(sys.modules[cls.__module__].__file__)
             for path in [module_file, *map(Path, get_relative_import_files(str(module_file)))]:
                 shutil.copyfile(path, out / path.name)
         config["auto_map"] = auto_map
         origin = f"written from yunshan {yunshan.__version__}"
+        modules = set()
     elif auto_map:
         raise FileNotFoundError(f"{model_dir / 'config.json'}: auto_map names modules {sorted(modules)} that are "
                                 f"not in {model_dir}; copy the model's code files there")
+    # The folder's own modules that config.json and tokenizer_config.json name, and what they import relatively.
+    for module in sorted(modules | tok_modules):
+        source = model_dir / f"{module}.py"
+        if not source.is_file():
+            raise FileNotFoundError(f"{model_dir}: auto_map names module {module} but {source.name} is missing")
+        for path in [source, *map(Path, get_relative_import_files(str(source)))]:
+            shutil.copyfile(path, out / path.name)
     if dtype:
         config["dtype"] = dtype
         if "torch_dtype" in config:

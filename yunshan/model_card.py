@@ -308,7 +308,8 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
     if adapter and prov.adapter_dir is None:
         raise ValueError(f"{model_dir}: no adapter/ folder (adapter_config.json); --adapter exports the LoRA adapter "
                          "of a LoRA run, and this model was trained without LoRA: export the merged weights instead")
-    if prov.base_model:
+    # A recorded base that resolves to a folder (beside the run or from here) is local, whatever it looks like.
+    if prov.base_model and not (prov.run_dir and _resolve_in_run(prov.run_dir, prov.base_model)):
         prov.base_model_id = hub_id_of(prov.base_model)
     if adapter:
         adapter_base = (_read_json(prov.adapter_dir / "adapter_config.json") or {}).get("base_model_name_or_path")
@@ -456,7 +457,9 @@ def training_datasets(prov: Provenance) -> list[str]:
     for record in (prov.cpt, prov.sft):
         for s in (record or {}).get("sources", []):
             ds = s.get("dataset")
-            if ds and REPO_ID.match(str(ds)) and not Path(str(ds)).exists() and ds not in ids:
+            # `dataset` is a load_dataset name or a save_to_disk folder; only the former is a Hub dataset.
+            local = prov.run_dir is not None and (prov.run_dir / str(ds)).exists()
+            if ds and not s.get("path") and hub_id_of(str(ds)) == ds and not local and ds not in ids:
                 ids.append(ds)
     return ids
 
@@ -593,7 +596,7 @@ def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts)
     lines += _pipeline(prov)
     lines += _data(prov)
     lines += _tokenizer(prov)
-    lines += _evaluation(prov, columns, bool(eval_results))
+    lines += _evaluation(prov, columns, bool(eval_results), facts.adapter)
     base_ref = base_id or (f"path/to/{Path(prov.base_model).name}" if prov.base_model else "path/to/base-model")
     lines += ["## Usage", ""]
     if facts.remote_code:
@@ -794,7 +797,8 @@ def _tokenizer(prov: Provenance) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
-def _evaluation(prov: Provenance, columns: list[tuple[EvalColumn, dict]], in_index: bool) -> list[str]:
+def _evaluation(prov: Provenance, columns: list[tuple[EvalColumn, dict]], in_index: bool,
+                adapter: bool = False) -> list[str]:
     lines = ["## Evaluation", ""]
     if not columns:
         return lines + ["No evaluation results were recorded with this model. Run `yunshan eval --model FOLDER "
@@ -828,6 +832,9 @@ def _evaluation(prov: Provenance, columns: list[tuple[EvalColumn, dict]], in_ind
     lines.append("Measured with `yunshan eval` (accuracy in percent; bits per character over sliding windows). "
                  + ("The exported model's results are in the card's `model-index`." if in_index else
                     "None of the columns is verified as the exported weights, so the card has no `model-index`."))
+    if adapter and in_index:
+        lines.append("The results were measured on the merged weights (the base with this adapter merged in), which "
+                     "equal the base plus the adapter up to rounding.")
     for c, _ in columns:
         if c.stale:
             lines.append(f"The column {c.label!r} was recorded for other files than the exported ones.")

@@ -197,3 +197,29 @@ def test_options_are_checked_before_anything_is_written(run_dir, tmp_path):
     with pytest.raises(ValueError, match="is not a Hub license id"):
         export_model(run_dir, tmp_path / "out", license="Apache 2.0")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tokenizer_stage(run_dir, tmp_path):
+    """The tokenizer stage's report.json (yunshan.tokenizer.compression_report's layout) becomes a section."""
+    run = copy_run(run_dir, tmp_path)
+    (run / "01_tokenizer").mkdir()
+    report = {"extension": {"new_tokens": 60}, "compression": {
+        "tokenizers": [{"name": "base", "vocab_size": 400, "new_vs_first": 0},
+                       {"name": "extended", "vocab_size": 460, "new_vs_first": 60}],
+        "files": [{"path": "/data/heldout/finance.txt", "texts": 10, "characters": 1000, "bytes": 2900, "results": [
+            {"tokenizer": "base", "tokens": 800, "tokens_per_char": 0.8, "bytes_per_token": 3.6},
+            {"tokenizer": "extended", "tokens": 600, "tokens_per_char": 0.6, "bytes_per_token": 4.8}]}]}}
+    (run / "01_tokenizer" / "report.json").write_text(json.dumps(report))
+    manifest = json.loads((run / "run.json").read_text())
+    stages = manifest["stages"]
+    manifest["stages"] = {"base": stages.pop("base"), "tokenizer": {
+        "status": "complete", "output": "01_tokenizer", "seconds": 3.0,
+        "summary": {"base_vocab": 400, "new_vocab": 460, "new_tokens": 60}}, **stages}
+    (run / "run.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "out", license="mit")
+    text, _ = card_of(tmp_path / "out")
+    tokenizer = section(text, "Tokenizer")
+    assert "Vocabulary extended from 400 to 460 tokens (+60, 15.0%)" in tokenizer
+    assert "| `finance.txt` | 0.8000 | 0.6000 | -25.0% |" in tokenizer
+    assert "| tokenizer | vocabulary extension | 3.0 s | vocabulary 400 → 460 (+60) |" in text
+    assert "extended the vocabulary by 60 domain tokens, then continued pretraining" in text
