@@ -190,7 +190,7 @@ def _nbytes(dtype: str, shape: list[int]) -> int:
 
 
 def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | None) -> dict:
-    """Copy (or re-shard / convert) the safetensors weights of `model_dir` into `out`, one shard in memory at most.
+    """Copy (or re-shard / convert) the safetensors weights of `model_dir` into `out`, one shard in memory at a time.
 
     Returns {"files": [...], "parameters": int, "dtype": str}. Shard names and the index follow transformers
     (model-00001-of-0000N.safetensors, model.safetensors.index.json), planned with huggingface_hub's splitter."""
@@ -218,30 +218,29 @@ def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | 
         import torch
 
         torch_dtype = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-        handles = {}
-        try:
-            for filename, tensor_names in split.filename_to_tensors.items():
-                tensors = {}
-                for name in tensor_names:
-                    src = layout[name][0]
-                    if src not in handles:
-                        handles[src] = safe_open(str(src), framework="pt")
-                    tensor = handles[src].get_tensor(name)
-                    if out_dtype[name] != layout[name][1]:
-                        tensor = tensor.to(torch_dtype[out_dtype[name]])
-                    tensors[name] = tensor.contiguous()
-                save_file(tensors, str(out / filename), metadata={**metadata, "format": metadata.get("format", "pt")})
-                del tensors
-        finally:
-            handles.clear()
+        for filename, tensor_names in split.filename_to_tensors.items():
+            tensors = {}
+            by_source: dict[Path, list[str]] = {}
+            for name in tensor_names:
+                by_source.setdefault(layout[name][0], []).append(name)
+            for src, src_names in by_source.items():
+                # Opened per shard and closed at once, so no source stays memory-mapped across shards.
+                with safe_open(str(src), framework="pt") as handle:
+                    for name in src_names:
+                        tensor = handle.get_tensor(name)
+                        if out_dtype[name] != layout[name][1]:
+                            tensor = tensor.to(torch_dtype[out_dtype[name]])
+                        tensors[name] = tensor.contiguous()
+            save_file({n: tensors[n] for n in tensor_names}, str(out / filename),
+                      metadata={**metadata, "format": metadata.get("format", "pt")})
+            del tensors
     written = sorted(split.filename_to_tensors)
+    parameters = sum(_nbytes(d, s) // _ITEMSIZE[d] for _, d, s in layout.values())
     if split.is_sharded:
-        parameters = sum(_nbytes(d, s) // _ITEMSIZE[d] for _, d, s in layout.values())
         index = {"metadata": {"total_parameters": parameters, "total_size": sum(sizes.values())},
                  "weight_map": dict(sorted(split.tensor_to_filename.items()))}
         (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
         written.append("model.safetensors.index.json")
-    parameters = sum(_nbytes(d, s) // _ITEMSIZE[d] for _, d, s in layout.values())
     kinds = sorted({out_dtype[n] for n in names if out_dtype[n] in _FLOAT})
     names_dtype = {v: k for k, v in DTYPES.items()}
     return {"files": written, "parameters": parameters, "shards": len(split.filename_to_tensors),
@@ -452,6 +451,9 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
         raise ValueError("--dtype converts merged weights; an adapter is exported as trained (drop --dtype)")
     out = Path(out)
     prov = collect_provenance(source, eval_files=eval, adapter=adapter)
+    if options.name is None and prov.run_dir is None:
+        # A bare model folder is usually named by its stage (04_sft); the repo or the export folder says more.
+        options.name = repo_id.split("/")[1] if repo_id else Path(out).name
     model_dir = prov.model_dir.resolve()
     if out.resolve() == model_dir or model_dir in out.resolve().parents:
         raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")

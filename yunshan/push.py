@@ -84,7 +84,11 @@ def check_export_folder(folder: Path) -> list[Path]:
     """The files to upload; the folder must look like an export (a card and a config or adapter)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder (write one with yunshan export RUN --out {folder})")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts)
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores).
+    found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+    files = [found[name] for name in sorted(filter_repo_objects(found, ignore_patterns=DEFAULT_IGNORE_PATTERNS))]
     names = {p.name for p in files if p.parent == folder}
     if "README.md" not in names or not names & {"config.json", "adapter_config.json"}:
         raise PushError(f"{folder}: not a folder written by yunshan export (it needs README.md and config.json or "

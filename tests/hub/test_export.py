@@ -157,7 +157,8 @@ def test_plain_transformers_architecture_needs_no_code(exports, llama_dir):
     assert "trust_remote_code" not in card and "license: mit" in card
 
 
-def test_shards_are_laid_out_as_transformers_save_pretrained_does(tmp_path):
+def test_shards_are_laid_out_as_save_pretrained_lays_out_the_model_in_memory(tmp_path):
+    """Module order (embed, layer 0, ..., layer 11, norm, head), so a shard holds consecutive layers."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from fixtures import train_tokenizer

@@ -162,3 +162,24 @@ def test_only_an_export_folder_is_pushed(run_dir, hub, tmp_path):
     with pytest.raises(FileNotFoundError, match="no such folder"):
         push_folder(tmp_path / "missing", "org/yunshan-tiny", endpoint=hub.url)
     assert hub.requests == []
+
+
+def test_xet_stays_on_for_huggingface_co(run_export, monkeypatch):
+    """Only a non-default endpoint switches huggingface_hub to plain HTTP/LFS; a real push keeps its defaults."""
+    from huggingface_hub import HfApi, constants
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
+    seen = []
+
+    def create_repo(self, *args, **kwargs):
+        seen.append((self.endpoint, constants.HF_HUB_DISABLE_XET, constants.HF_HUB_OFFLINE))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    for endpoint in (None, "https://huggingface.co/", "http://127.0.0.1:1"):
+        with pytest.raises(PushError, match="stop here"):
+            push_folder(run_export, "org/yunshan-tiny", endpoint=endpoint)
+    assert seen == [("https://huggingface.co", False, False), ("https://huggingface.co", False, False),
+                    ("http://127.0.0.1:1", True, False)]
+    assert constants.HF_HUB_DISABLE_XET is False and constants.HF_HUB_OFFLINE is True  # restored afterwards
