@@ -427,7 +427,10 @@ def _replace_dir(tmp: Path, out: Path) -> None:
             os.rename(old, out)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
 
 
 def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: bool = False,
