@@ -1,0 +1,225 @@
+"""The model card: front matter as the Hub's client parses it, model-index equal to the run's recorded results for
+exactly the exported weights, a body built from run.json and the data reports, and what it says when parts are
+missing."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+from yunshan.hub import export_model
+from yunshan.model_card import CardOptions, check_options, hub_id_of, validate_card
+
+
+def card_of(folder):
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    return text, ModelCard(text).data.to_dict()  # strict parse, as huggingface_hub does before an upload
+
+
+def section(text: str, title: str) -> str:
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def copy_run(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def test_front_matter_of_a_run_export(run_export, run_dir):
+    text, meta = card_of(run_export)
+    assert meta["license"] == "apache-2.0" and meta["language"] == ["zh", "en"]
+    assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-generation"
+    assert "base_model" not in meta and "datasets" not in meta  # a local stand-in base, local sample files
+    assert {"yunshan", "finance", "legal", "pangu_pi", "continual-pretraining", "sft", "lora", "demo"} <= set(
+        meta["tags"])
+    name, results = model_index_to_eval_results(meta["model-index"])
+    assert name == "yunshan-tiny-test"
+    after = json.loads((run_dir / "05_eval_after" / "results.json").read_text())["tasks"]
+    by_type = {r.dataset_type: r for r in results}
+    assert sorted(by_type) == ["yunshan-heldout-finance", "yunshan-heldout-general", "yunshan-samples/fineval"]
+    fineval = by_type["yunshan-samples/fineval"]
+    assert fineval.metric_value == round(after["fineval"]["results"]["04_sft"]["overall"], 2)
+    assert (fineval.metric_type, fineval.dataset_split, fineval.task_type) == ("accuracy", "val", "text-generation")
+    assert "sample set" in fineval.dataset_name and "FinEval" in fineval.dataset_name
+    for label in ("general", "finance"):
+        r = by_type[f"yunshan-heldout-{label}"]
+        assert r.metric_type == "bits_per_character"
+        assert r.metric_value == round(after["bpc"]["results"]["04_sft"]["files"][label]["bpc"], 4)
+    assert validate_card(text) == meta
+
+
+def test_body_of_a_run_export(run_export, run_dir):
+    text, _ = card_of(run_export)
+    pipeline = section(text, "Pipeline")
+    assert "| base | stand-in base: tokenizer and pretraining on general sample text | 61.5 s | 512,000 tokens, " \
+           "250 steps, final mean loss 7.900 |" in pipeline
+    assert "| eval_before | evaluation of the base model | 12.2 s |" in pipeline
+    assert "| cpt | continual pretraining | 2.2 min |" in pipeline and "| sft | supervised fine-tuning | 45.0 s |" \
+        in pipeline
+    assert "export" not in pipeline  # the export stage is this very export
+    cpt = json.loads((run_dir / "03_cpt" / "data_report.json").read_text())
+    for name, share in (("finance", "25.00%"), ("legal", "25.00%"), ("general", "50.00%")):
+        tokens = cpt["sources"][name]["tokens_trained"]
+        assert f"| {name} | `{name}/train.jsonl` | {cpt['sources'][name]['weight']:.3f} | {tokens:,} | {share} |" \
+            in text
+    assert f"{cpt['tokens_trained']:,} tokens in {cpt['steps']} steps of {cpt['tokens_per_step']:,} tokens" in text
+    sft = json.loads((run_dir / "04_sft" / "data_report.json").read_text())
+    for name, s in sft["sources"].items():
+        assert f"| {name} | `data/" in text and f"| {s['samples']:,} | {s['tokens']:,} | {s['trained_tokens']:,} |" \
+            in text
+    before = json.loads((run_dir / "02_eval_before" / "results.json").read_text())["tasks"]
+    after = json.loads((run_dir / "05_eval_after" / "results.json").read_text())["tasks"]
+    evaluation = section(text, "Evaluation")
+    assert "| benchmark | metric | before | after (this model) | change |" in evaluation
+    b = before["bpc"]["results"]["00_base"]["files"]["general"]["bpc"]
+    a = after["bpc"]["results"]["04_sft"]["files"]["general"]["bpc"]
+    assert f"| held-out general text (yunshan sample) | bits per character ↓ | {b:.4f} | {a:.4f} | " \
+           f"{100 * (a - b) / b:+.1f}% |" in evaluation
+    fb, fa = before["fineval"]["results"]["00_base"]["overall"], after["fineval"]["results"]["04_sft"]["overall"]
+    assert f"| {fb:.2f} | {fa:.2f} | {fa - fb:+.2f} pt |" in evaluation
+    assert "val split, 0-shot, answer likelihood, first 1 per subject" in evaluation
+    assert "> **Demo model.**" in text and "> **Sample evaluation sets.**" in text
+    usage = section(text, "Usage")
+    assert 'AutoModelForCausalLM.from_pretrained("org/yunshan-tiny", dtype="auto", trust_remote_code=True)' in usage
+    assert "apply_chat_template" in usage  # the SFT model has a chat template
+
+
+def test_results_for_other_weights_stay_out_of_model_index(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    report = run / "04_sft" / "data_report.json"
+    report.write_text(report.read_text() + "\n")  # the model folder changed after eval_after scored it
+    result = export_model(run, tmp_path / "out", license="mit")
+    text, meta = card_of(tmp_path / "out")
+    assert "model-index" not in meta
+    assert "The column 'after' was recorded for other files than the exported ones." in text
+    assert "None of the columns is verified as the exported weights" in text
+    assert any("left out of model-index" in note for note in result["notes"])
+    assert "| before | after |" in section(text, "Evaluation")  # still shown, without "(this model)"
+
+
+def test_a_plain_model_folder(run_dir, tmp_path):
+    export_model(run_dir / "03_cpt", tmp_path / "cpt", license="mit")
+    text, meta = card_of(tmp_path / "cpt")
+    assert "model-index" not in meta and "No evaluation results were recorded with this model" in text
+    assert re.search(r"\| cpt \| continual pretraining \|  \| [\d,]+ tokens, 4 steps \|", section(text, "Pipeline"))
+    assert "Not recorded (no SFT data report)." in text and "| finance | `finance/train.jsonl` |" in text
+    assert "apply_chat_template" not in text  # no chat template before SFT
+    # A folder with nothing beside the weights, plus the results.json that scored it: verified, so in model-index.
+    export_model(run_dir / "00_base", tmp_path / "base", license="mit", eval=[str(run_dir / "02_eval_before")])
+    text, meta = card_of(tmp_path / "base")
+    assert "No training record (run.json, recipe.yaml, data_report.json) was found" in text
+    _, results = model_index_to_eval_results(meta["model-index"])
+    before = json.loads((run_dir / "02_eval_before" / "results.json").read_text())["tasks"]
+    assert {r.dataset_type: r.metric_value for r in results}["yunshan-samples/fineval"] == round(
+        before["fineval"]["results"]["00_base"]["overall"], 2)
+    # Results of another model are a comparison column, never this model's.
+    export_model(run_dir / "00_base", tmp_path / "base2", license="mit", eval=[str(run_dir / "05_eval_after")])
+    text, meta = card_of(tmp_path / "base2")
+    assert "model-index" not in meta and "| 05_eval_after |" in section(text, "Evaluation")
+
+
+def test_run_json_with_a_stage_list(run_dir, run_export, tmp_path):
+    """The brief's run.json layout (stages as a list with kinds) gives the same card as the runner's mapping."""
+    run = copy_run(run_dir, tmp_path)
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["stages"] = [{"name": name, "kind": "eval" if name.startswith("eval") else name, **entry}
+                          for name, entry in manifest.pop("stages").items()]
+    del manifest["stage_list"]
+    (run / "run.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "out", max_shard_size="60KB", license="apache-2.0", repo_id="org/yunshan-tiny")
+    assert (tmp_path / "out" / "README.md").read_text() == (run_export / "README.md").read_text()
+
+
+def test_an_unfinished_run_is_refused(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["stages"]["sft"]["status"] = "failed"
+    (run / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"stage sft \(the final model, 04_sft\) has status 'failed'"):
+        export_model(run, tmp_path / "out")
+
+
+def test_license_and_base_model(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    (run / "00_base" / "README.md").write_text("---\nlicense: llama2\n---\n# base\n")
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["base_model"] = str(run / "00_base")
+    (run / "run.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "a", base_model="org/tiny-base")
+    text, meta = card_of(tmp_path / "a")
+    assert meta["license"] == "llama2"  # inherited from the base model's card
+    assert meta["base_model"] == "org/tiny-base" and meta["base_model_relation"] == "finetune"
+    assert "built from [org/tiny-base](https://huggingface.co/org/tiny-base)" in text
+    result = export_model(run_dir, tmp_path / "b")
+    assert card_of(tmp_path / "b")[1]["license"] == "unknown"
+    assert any("license: unknown" in note for note in result["notes"])
+
+
+def test_hub_ids_of_base_models(tmp_path):
+    cache = "/home/u/.cache/huggingface/hub/models--meta-llama--Llama-2-7b-hf/snapshots/01c7f73d/"
+    assert hub_id_of(cache) == "meta-llama/Llama-2-7b-hf"
+    assert hub_id_of("IDEA-CCNL/Ziya-LLaMA-13B-v1") == "IDEA-CCNL/Ziya-LLaMA-13B-v1"
+    (tmp_path / "org" / "model").mkdir(parents=True)
+    assert hub_id_of(str(tmp_path / "org" / "model")) is None and hub_id_of("runs/demo/00_base") is None
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("license: apache-2.0", "license: apache", "license 'apache' is not a Hub license id"),
+    ("license: apache-2.0", "license: other", "license 'other' needs license_name"),
+    ("- zh\n", "- Chinese\n", "language 'Chinese' is not an ISO 639 code"),
+    ("language:", "base_model: /data/models/base\nlanguage:", "base_model '/data/models/base' is not a Hub id"),
+    ("value: ", "value: n/a #", "has a non-numeric value"),
+    ("---\n", "", "must start with a '---' YAML front matter block"),
+])
+def test_invalid_front_matter_is_rejected(run_export, old, new, message):
+    text = (run_export / "README.md").read_text(encoding="utf-8")
+    assert old in text
+    with pytest.raises(ValueError, match=re.escape(message)):
+        validate_card(text.replace(old, new, 1))
+
+
+def test_options_are_checked_before_anything_is_written(run_dir, tmp_path):
+    for options, message in [(CardOptions(base_model="base"), "--base-model 'base' is not a Hub id"),
+                             (CardOptions(datasets=["a/b/c"]), "--dataset 'a/b/c'"),
+                             (CardOptions(license="other", license_name="Bank licence", license_link="https://x"),
+                              None)]:
+        if message:
+            with pytest.raises(ValueError, match=re.escape(message)):
+                check_options(options)
+        else:
+            check_options(options)
+    with pytest.raises(ValueError, match="is not a Hub license id"):
+        export_model(run_dir, tmp_path / "out", license="Apache 2.0")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tokenizer_stage(run_dir, tmp_path):
+    """The tokenizer stage's report.json (yunshan.tokenizer.compression_report's layout) becomes a section."""
+    run = copy_run(run_dir, tmp_path)
+    (run / "01_tokenizer").mkdir()
+    report = {"extension": {"new_tokens": 60}, "compression": {
+        "tokenizers": [{"name": "base", "vocab_size": 400, "new_vs_first": 0},
+                       {"name": "extended", "vocab_size": 460, "new_vs_first": 60}],
+        "files": [{"path": "/data/heldout/finance.txt", "texts": 10, "characters": 1000, "bytes": 2900, "results": [
+            {"tokenizer": "base", "tokens": 800, "tokens_per_char": 0.8, "bytes_per_token": 3.6},
+            {"tokenizer": "extended", "tokens": 600, "tokens_per_char": 0.6, "bytes_per_token": 4.8}]}]}}
+    (run / "01_tokenizer" / "report.json").write_text(json.dumps(report))
+    manifest = json.loads((run / "run.json").read_text())
+    stages = manifest["stages"]
+    manifest["stages"] = {"base": stages.pop("base"), "tokenizer": {
+        "status": "complete", "output": "01_tokenizer", "seconds": 3.0,
+        "summary": {"base_vocab": 400, "new_vocab": 460, "new_tokens": 60}}, **stages}
+    (run / "run.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "out", license="mit")
+    text, _ = card_of(tmp_path / "out")
+    tokenizer = section(text, "Tokenizer")
+    assert "Vocabulary extended from 400 to 460 tokens (+60, 15.0%)" in tokenizer
+    assert "| `finance.txt` | 0.8000 | 0.6000 | -25.0% |" in tokenizer
+    assert "| tokenizer | vocabulary extension | 3.0 s | vocabulary 400 → 460 (+60) |" in text
+    assert "extended the vocabulary by 60 domain tokens, then continued pretraining" in text

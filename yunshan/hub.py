@@ -1,0 +1,543 @@
+"""`yunshan export`: a run or model folder -> a folder ready for the Hugging Face Hub (then `yunshan push`).
+
+    yunshan export runs/demo_tiny --out exports/demo-tiny --license apache-2.0 --language zh en
+    yunshan export runs/pangu-7b --out exports/yunshan-7b --max-shard-size 5GB --dtype bfloat16 --repo-id org/yunshan-7b
+    yunshan export runs/sft-lora --out exports/adapter --adapter --base-model org/base-7b
+
+The export holds: the weights as safetensors (sharded with model.safetensors.index.json above --max-shard-size,
+copied tensor by tensor so memory stays at one shard), config.json with `auto_map` and the modeling code for
+yunshan's own architectures (so the folder loads with `trust_remote_code=True` where yunshan is not installed;
+transformers' own architectures need no code), the tokenizer (with the chat template SFT used),
+generation_config.json, the resolved recipe and a model card README.md (yunshan.model_card). A LoRA run exports
+the merged weights by default, or with --adapter only the PEFT adapter (adapter_config.json naming the base on the
+Hub). Everything is written to a temporary folder beside --out, checked (tensor names, shapes and dtypes against
+the source, the tokenizer encodes a probe as the source does, the card's front matter parses), then renamed into
+place: --out is untouched unless the export succeeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from yunshan.model_card import CardOptions, ExportFacts, build_model_card, collect_provenance
+
+# Tokenizer files save_pretrained writes for the tokenizers transformers knows (fast, SentencePiece, BPE, WordPiece).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt",
+                   "merges.txt", "chat_template.jinja", "chat_template.json")
+DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+             "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+_FLOAT = {"F64", "F32", "F16", "BF16"}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+@dataclass
+class ExportArgs(CardOptions):
+    """Settings of `yunshan export` (the card fields come from yunshan.model_card.CardOptions)."""
+
+    source: str = field(default="", metadata={"help": "a `yunshan run` folder (run.json) or a model folder"})
+    out: str = field(default="", metadata={"help": "folder to create (written only if the export succeeds)"})
+    adapter: bool = field(default=False, metadata={
+        "help": "LoRA runs: export only the PEFT adapter instead of the merged weights"})
+    max_shard_size: str = field(default="2GB", metadata={
+        "help": "largest safetensors file (KB/MB/GB decimal, KiB/MiB/GiB binary, or bytes); larger models shard"})
+    dtype: str | None = field(default=None, metadata={
+        "help": "convert floating-point weights to float32, bfloat16 or float16 (default: keep as trained)"})
+    eval: list[str] = field(default_factory=list, metadata={
+        "help": "extra `yunshan eval` results.json (or its folder) for the card; repeatable"})
+    recipe: bool = field(default=True, metadata={"help": "include the resolved recipe.yaml"})
+    overwrite: bool = field(default=False, metadata={"help": "replace --out if it exists (only after success)"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    flags = {"datasets": "--dataset", "tags": "--tag"}
+    metavars = {"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"}
+    order = {"source": 0, "out": 1}
+    for f in sorted(fields(ExportArgs), key=lambda f: order.get(f.name, 2)):  # stable: the rest as declared
+        help_text = f.metadata["help"]
+        if f.name == "source":
+            parser.add_argument("source", metavar="RUN_OR_MODEL", help=help_text)
+        elif f.type == "bool":
+            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
+                                default=f.default, help=help_text)
+        elif f.name in metavars:
+            default = f.default_factory()
+            parser.add_argument(flags.get(f.name, "--" + f.name), dest=f.name, nargs="+", action="extend",
+                                default=None, metavar=metavars[f.name],
+                                help=f"{help_text} (default: {' '.join(default) or 'none'})")
+        else:
+            parser.add_argument("--" + f.name.replace("_", "-"), default=f.default, required=f.name == "out",
+                                choices=list(DTYPES) if f.name == "dtype" else None, help=help_text)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = {f.name: getattr(args, f.name) for f in fields(ExportArgs)}
+    for name in ("language", "datasets", "tags", "eval"):
+        if options[name] is None:
+            options[name] = next(f for f in fields(ExportArgs) if f.name == name).default_factory()
+    source, out = options.pop("source"), options.pop("out")
+    result = export_model(source, out, **options)
+    print(f"exported {result['source_model']} -> {result['out']}")
+    for item in result["files"]:
+        print(f"  {item['path']:<44} {item['bytes']:>14,} bytes")
+    print(f"  {result['bytes']:,} bytes in {len(result['files'])} files; {result['parameters']:,} parameters "
+          f"({result['dtype']}, {result['weight_files']} weight file{'s' if result['weight_files'] > 1 else ''})")
+    meta = result["card"]
+    print(f"  card: license {meta.get('license')}, base_model {meta.get('base_model', '-')}, "
+          f"{sum(len(r['results']) for r in meta.get('model-index', []))} model-index result(s)")
+    for note in result["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+# ---------------------------------------------------------------- weights
+
+
+def parse_size(value: str | int) -> int:
+    """'2GB' -> 2_000_000_000 (decimal units as transformers uses them), '512MiB' -> 536_870_912, '1000' -> 1000."""
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"--max-shard-size {value!r}: use a number with KB, MB, GB (or KiB, MiB, GiB), e.g. 2GB")
+    number, unit = float(match.group(1)), (match.group(2) or "").upper()
+    size = int(number * _UNITS.get(unit, 1))
+    if size <= 0:
+        raise ValueError(f"--max-shard-size {value!r} must be positive")
+    return size
+
+
+def _natural(name: str) -> list:
+    # model.layers.2 before model.layers.10, so shards hold whole consecutive layers
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def module_order(model_dir: Path) -> dict[str, int]:
+    """Position of every tensor in the model's state_dict, as save_pretrained orders (and so shards) them.
+
+    The model is built on the meta device (no memory, no weights read) from its config, for transformers' and
+    yunshan's architectures; an architecture that needs remote code gets {} (then names sort naturally)."""
+    import logging
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import yunshan  # noqa: F401  (registers yunshan's architectures)
+
+    level = logging.getLogger("transformers").level
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir))  # never runs a folder's own code
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        return {name: i for i, name in enumerate(model.state_dict())}
+    except Exception:  # noqa: BLE001  (any failure only costs the natural order)
+        return {}
+    finally:
+        logging.getLogger("transformers").setLevel(level)
+
+
+def _weight_files(model_dir: Path) -> list[Path]:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError) as err:
+            raise ValueError(f"{index}: not a safetensors index (weight_map missing): {err}") from err
+        missing = [n for n in names if not (model_dir / n).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{index}: names {missing[0]} which does not exist in {model_dir}")
+        return [model_dir / n for n in names]
+    if (model_dir / "model.safetensors").is_file():
+        return [model_dir / "model.safetensors"]
+    if any(model_dir.glob("pytorch_model*.bin")):
+        raise ValueError(f"{model_dir}: weights are pytorch_model.bin; yunshan exports safetensors only: load the "
+                         "model with transformers and save_pretrained it once (that writes safetensors)")
+    raise FileNotFoundError(f"{model_dir}: no model.safetensors or model.safetensors.index.json")
+
+
+def read_layout(files: list[Path]) -> tuple[dict[str, tuple[Path, str, list[int]]], dict[str, str]]:
+    """{tensor name: (file, safetensors dtype, shape)} from the file headers only, and the first file's metadata."""
+    from safetensors import safe_open
+
+    layout, metadata = {}, None
+    for path in files:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = metadata if metadata is not None else (handle.metadata() or {})
+            for name in handle.keys():
+                piece = handle.get_slice(name)
+                if name in layout:
+                    raise ValueError(f"{path}: tensor {name} also in {layout[name][0].name}")
+                layout[name] = (path, piece.get_dtype(), list(piece.get_shape()))
+    return layout, metadata or {}
+
+
+def _nbytes(dtype: str, shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n * _ITEMSIZE[dtype]
+
+
+def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | None) -> dict:
+    """Copy (or re-shard / convert) the safetensors weights of `model_dir` into `out`, one shard in memory at a time.
+
+    Returns {"files": [...], "parameters": int, "dtype": str}. Shard names and the index follow transformers
+    (model-00001-of-0000N.safetensors, model.safetensors.index.json), planned with huggingface_hub's splitter."""
+    from huggingface_hub import split_state_dict_into_shards_factory
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    sources = _weight_files(model_dir)
+    layout, metadata = read_layout(sources)
+    target = DTYPES.get(dtype) if dtype else None
+    out_dtype = {n: (target if target and d in _FLOAT else d) for n, (_, d, _) in layout.items()}
+    order = module_order(model_dir)
+    names = sorted(layout, key=lambda n: (order.get(n, len(order)), _natural(n)))
+    sizes = {n: _nbytes(out_dtype[n], layout[n][2]) for n in names}
+    split = split_state_dict_into_shards_factory(sizes, get_storage_size=lambda size: size,
+                                                 filename_pattern="model{suffix}.safetensors",
+                                                 max_shard_size=max_shard_size)
+    same_layout = target is None and all(out_dtype[n] == layout[n][1] for n in names) and {
+        f: set(t) for f, t in split.filename_to_tensors.items()} == {
+        p.name: {n for n, (src, _, _) in layout.items() if src == p} for p in sources}
+    if same_layout:
+        for path in sources:  # already laid out as planned: the exact bytes
+            shutil.copyfile(path, out / path.name)
+    else:
+        import torch
+
+        torch_dtype = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+        for filename, tensor_names in split.filename_to_tensors.items():
+            tensors = {}
+            by_source: dict[Path, list[str]] = {}
+            for name in tensor_names:
+                by_source.setdefault(layout[name][0], []).append(name)
+            for src, src_names in by_source.items():
+                # Opened per shard and closed at once, so no source stays memory-mapped across shards.
+                with safe_open(str(src), framework="pt") as handle:
+                    for name in src_names:
+                        tensor = handle.get_tensor(name)
+                        if out_dtype[name] != layout[name][1]:
+                            tensor = tensor.to(torch_dtype[out_dtype[name]])
+                        tensors[name] = tensor.contiguous()
+            save_file({n: tensors[n] for n in tensor_names}, str(out / filename),
+                      metadata={**metadata, "format": metadata.get("format", "pt")})
+            del tensors
+    written = sorted(split.filename_to_tensors)
+    parameters = sum(_nbytes(d, s) // _ITEMSIZE[d] for _, d, s in layout.values())
+    if split.is_sharded:
+        index = {"metadata": {"total_parameters": parameters, "total_size": sum(sizes.values())},
+                 "weight_map": dict(sorted(split.tensor_to_filename.items()))}
+        (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+        written.append("model.safetensors.index.json")
+    kinds = sorted({out_dtype[n] for n in names if out_dtype[n] in _FLOAT})
+    names_dtype = {v: k for k, v in DTYPES.items()}
+    return {"files": written, "parameters": parameters, "shards": len(split.filename_to_tensors),
+            "dtype": "/".join(names_dtype.get(k, k) for k in kinds) or "none", "layout": layout,
+            "out_dtype": out_dtype}
+
+
+def check_weights(out: Path, expected: dict[str, tuple[Path, str, list[int]]], out_dtype: dict[str, str]) -> None:
+    """The exported files hold exactly the source tensors (names, shapes, dtypes); the index names every one."""
+    files = _weight_files(out)
+    layout, _ = read_layout(files)
+    if set(layout) != set(expected):
+        missing, extra = sorted(set(expected) - set(layout)), sorted(set(layout) - set(expected))
+        raise RuntimeError(f"export check: tensors missing {missing[:5]} / unexpected {extra[:5]}")
+    for name, (_, dtype, shape) in layout.items():
+        if shape != expected[name][2] or dtype != out_dtype[name]:
+            raise RuntimeError(f"export check: {name} is {dtype}{shape}, expected {out_dtype[name]}{expected[name][2]}")
+
+
+# ---------------------------------------------------------------- config, code, tokenizer
+
+
+def _auto_map_modules(auto_map: dict) -> set[str]:
+    """Local module names an auto_map refers to ("modeling_x.Class"); "repo--module.Class" entries live elsewhere."""
+    modules = set()
+    for value in auto_map.values():
+        for ref in value if isinstance(value, (list, tuple)) else [value]:
+            if ref and "--" not in ref:
+                modules.add(ref.rsplit(".", 1)[0])
+    return modules
+
+
+def yunshan_classes(model_type: str) -> list | None:
+    """yunshan's config, base-model and causal-LM classes for a model_type it registers (PanGu-π, OTCE, ...)."""
+    from transformers import AutoModel, AutoModelForCausalLM
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    import yunshan  # noqa: F401  (registers yunshan's architectures)
+
+    try:
+        config_cls = CONFIG_MAPPING[model_type]
+    except KeyError:
+        return None
+    if not config_cls.__module__.startswith("yunshan."):
+        return None
+    classes = [config_cls]
+    for auto in (AutoModel, AutoModelForCausalLM):
+        try:
+            classes.append(auto._model_mapping[config_cls])
+        except KeyError:
+            pass
+    return classes
+
+
+def write_config_and_code(model_dir: Path, out: Path, dtype: str | None) -> tuple[dict, str]:
+    """config.json (+ auto_map) and the modeling code. Returns (config, where the code came from)."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    model_type = config.get("model_type")
+    if not model_type:
+        raise ValueError(f"{model_dir / 'config.json'}: no model_type field")
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    auto_map = config.get("auto_map") or {}
+    modules = _auto_map_modules(auto_map)
+    tok_config = model_dir / "tokenizer_config.json"
+    tok_modules = _auto_map_modules(json.loads(tok_config.read_text(encoding="utf-8")).get("auto_map") or {}) if (
+        tok_config.is_file()) else set()
+    folder_code = bool(auto_map) and all((model_dir / f"{m}.py").is_file() for m in modules)
+    classes = yunshan_classes(model_type)
+    origin = "none needed (transformers architecture)"
+    if folder_code:
+        # The code saved beside the weights at training time, exactly what produced them.
+        origin = "copied from the model folder"
+    elif classes is not None:
+        import sys
+
+        import yunshan
+
+        auto_map = dict(auto_map)
+        for cls in classes:
+            if getattr(cls, "_auto_class", None):
+                auto_map[cls._auto_class] = f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+            module_file = Path(sys.modules[cls.__module__].__file__)
+            for path in [module_file, *map(Path, get_relative_import_files(str(module_file)))]:
+                shutil.copyfile(path, out / path.name)
+        config["auto_map"] = auto_map
+        origin = f"written from yunshan {yunshan.__version__}"
+        modules = set()
+    elif auto_map:
+        raise FileNotFoundError(f"{model_dir / 'config.json'}: auto_map names modules {sorted(modules)} that are "
+                                f"not in {model_dir}; copy the model's code files there")
+    # The folder's own modules that config.json and tokenizer_config.json name, and what they import relatively.
+    for module in sorted(modules | tok_modules):
+        source = model_dir / f"{module}.py"
+        if not source.is_file():
+            raise FileNotFoundError(f"{model_dir}: auto_map names module {module} but {source.name} is missing")
+        for path in [source, *map(Path, get_relative_import_files(str(source)))]:
+            shutil.copyfile(path, out / path.name)
+    if dtype:
+        config["dtype"] = dtype
+        if "torch_dtype" in config:
+            config["torch_dtype"] = dtype
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return config, origin
+
+
+def write_tokenizer(model_dir: Path, out: Path) -> list[str]:
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (model_dir / name).is_file():
+            shutil.copyfile(model_dir / name, out / name)
+            copied.append(name)
+    extra = model_dir / "additional_chat_templates"
+    if extra.is_dir():
+        shutil.copytree(extra, out / extra.name)
+        copied.append(extra.name)
+    if "tokenizer_config.json" not in copied:
+        raise FileNotFoundError(f"{model_dir}: no tokenizer (tokenizer_config.json); yunshan cpt/sft save it beside "
+                                "the weights")
+    return copied
+
+
+def check_tokenizer(model_dir: Path, out: Path) -> None:
+    """The exported tokenizer encodes a probe exactly as the source folder's does (and renders the same chat)."""
+    from transformers import AutoTokenizer
+
+    trust = "auto_map" in json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    probe = "根据《民法典》第六百八十条，借款的利率不得违反国家有关规定。Net interest margin rose 12 bp in Q3."
+    a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
+    b = AutoTokenizer.from_pretrained(str(out), trust_remote_code=trust)
+    if a(probe)["input_ids"] != b(probe)["input_ids"] or len(a) != len(b):
+        raise RuntimeError(f"export check: the tokenizer in {out} does not encode like the one in {model_dir}")
+    if a.chat_template:
+        messages = [{"role": "user", "content": probe}]
+        if a.apply_chat_template(messages, tokenize=False) != b.apply_chat_template(messages, tokenize=False):
+            raise RuntimeError("export check: the exported chat template renders differently")
+
+
+def write_generation_config(model_dir: Path, out: Path, config: dict) -> None:
+    if (model_dir / "generation_config.json").is_file():
+        shutil.copyfile(model_dir / "generation_config.json", out / "generation_config.json")
+        return
+    from transformers import GenerationConfig
+
+    ids = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if config.get(k) is not None}
+    GenerationConfig(**ids).save_pretrained(str(out))
+
+
+def write_adapter(adapter_dir: Path, out: Path, base_model: str | None) -> dict:
+    """adapter_model.safetensors as trained and adapter_config.json naming the base on the Hub (never a local path)."""
+    if not (adapter_dir / "adapter_model.safetensors").is_file():
+        raise FileNotFoundError(f"{adapter_dir}: no adapter_model.safetensors")
+    config = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    recorded = config.get("base_model_name_or_path")
+    if base_model is None:
+        from yunshan.model_card import hub_id_of
+
+        base_model = hub_id_of(recorded)
+    if base_model is None:
+        raise ValueError(f"{adapter_dir / 'adapter_config.json'}: the adapter's base is {recorded!r}, not a Hub "
+                         "model; an adapter is only usable with its base, so publish the base first (yunshan export "
+                         "+ yunshan push of that folder) and name it with --base-model ORG/NAME, or export the merged "
+                         "weights (without --adapter)")
+    config["base_model_name_or_path"] = base_model
+    shutil.copyfile(adapter_dir / "adapter_model.safetensors", out / "adapter_model.safetensors")
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return config
+
+
+# ---------------------------------------------------------------- the export
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Put `tmp` at `out` by renames in one folder (atomic on POSIX for the new name; the old one is removed after)."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.rmdir(old)
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
+
+
+def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: bool = False,
+                 max_shard_size: str | int = "2GB", dtype: str | None = None, license: str | None = None,
+                 license_name: str | None = None, license_link: str | None = None,
+                 language: list[str] | None = None, base_model: str | None = None, datasets: list[str] | None = None,
+                 tags: list[str] | None = None, name: str | None = None, repo_id: str | None = None,
+                 eval: list[str] | None = None, recipe: bool = True, overwrite: bool = False) -> dict:
+    """Export a run's final model (or a model folder) to `out`; see the module docstring. Returns a summary:
+    out, files (path, bytes), bytes, parameters, dtype, weight_files, card (front matter), notes."""
+    options = CardOptions(license=license, license_name=license_name, license_link=license_link,
+                          language=list(language) if language is not None else ["zh", "en"], base_model=base_model,
+                          datasets=list(datasets or []), tags=list(tags or []), name=name, repo_id=repo_id)
+    from yunshan.model_card import check_options
+
+    check_options(options)
+    shard_bytes = parse_size(max_shard_size)
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if adapter and dtype is not None:
+        raise ValueError("--dtype converts merged weights; an adapter is exported as trained (drop --dtype)")
+    out = Path(out)
+    prov = collect_provenance(source, eval_files=eval, adapter=adapter)
+    if options.name is None and prov.run_dir is None:
+        # A bare model folder is usually named by its stage (04_sft); the repo or the export folder says more.
+        options.name = repo_id.split("/")[1] if repo_id else Path(out).name
+    model_dir = prov.model_dir.resolve()
+    if out.resolve() == model_dir or model_dir in out.resolve().parents:
+        raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it (only after a successful "
+                         "export)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic); created with the
+    # default mode, unlike mkdtemp's 0700, so the export gets the permissions any folder the user makes gets.
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8")) if (
+            model_dir / "config.json").is_file() else {}
+        lora = None
+        if prov.adapter_dir is not None:
+            lora = json.loads((prov.adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+        if adapter:
+            lora = write_adapter(prov.adapter_dir, tmp, options.base_model)
+            options.base_model = lora["base_model_name_or_path"]
+            layout, _ = read_layout([tmp / "adapter_model.safetensors"])
+            kinds = sorted({d for _, d, _ in layout.values()})
+            weights = {"files": ["adapter_model.safetensors"], "shards": 1,
+                       "parameters": sum(_nbytes(d, s) // _ITEMSIZE[d] for _, d, s in layout.values()),
+                       "dtype": "/".join({v: k for k, v in DTYPES.items()}.get(k, k) for k in kinds)}
+            code_origin = "none (an adapter; the base model's code loads the base)"
+            remote_code = bool(config.get("auto_map"))
+            # The adapter was trained on a grown vocabulary when the base it names has fewer rows than the model
+            # it was merged into: the base must then be resized before the adapter loads.
+            base_dir = Path(str(prov.base_model)) if prov.base_model else None
+            base_vocab = None
+            if base_dir is not None and (base_dir / "config.json").is_file():
+                base_vocab = json.loads((base_dir / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+            grown_vocab = (base_vocab != config.get("vocab_size")) if base_vocab else bool(
+                lora.get("trainable_token_indices") or lora.get("modules_to_save"))
+        else:
+            weights = write_weights(model_dir, tmp, shard_bytes, dtype)
+            config, code_origin = write_config_and_code(model_dir, tmp, dtype)
+            remote_code = bool(config.get("auto_map"))
+            grown_vocab = False
+        write_generation_config(model_dir, tmp, config)
+        tokenizer_files = write_tokenizer(model_dir, tmp)
+        recipe_included = False
+        if recipe and prov.recipe_path is not None:
+            shutil.copyfile(prov.recipe_path, tmp / "recipe.yaml")
+            recipe_included = True
+        tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text(encoding="utf-8"))
+        chat = (tmp / "chat_template.jinja").is_file() or bool(tok_cfg.get("chat_template"))
+        vocab_size = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
+        facts = ExportFacts(
+            adapter=adapter, remote_code=remote_code, architecture=(config.get("architectures") or ["?"])[0],
+            model_type=config.get("model_type", "?"), parameters=weights["parameters"], dtype=weights["dtype"],
+            weight_files=weights["shards"], vocab_size=vocab_size,
+            context_length=config.get("max_position_embeddings"), chat_template=chat,
+            recipe_included=recipe_included, lora=lora,
+            grown_vocab=grown_vocab)
+        card, metadata = build_model_card(prov, options, facts)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+
+        if not adapter:
+            check_weights(tmp, weights["layout"], weights["out_dtype"])
+        check_tokenizer(model_dir, tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        listed = []
+        for p in sorted(tmp.rglob("*")):
+            if p.is_file():
+                p.chmod(0o666 & ~mask)  # safetensors writes 0600; an export is meant to be read and shared
+                listed.append({"path": p.relative_to(tmp).as_posix(), "bytes": p.stat().st_size})
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"out": str(out), "source_model": str(prov.model_dir), "files": listed,
+            "bytes": sum(f["bytes"] for f in listed), "parameters": weights["parameters"], "dtype": weights["dtype"],
+            "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,
+            "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes)}
+
+
+def push_folder(*args, **kwargs) -> dict:
+    """`yunshan push` as a function (see yunshan.push.push_folder)."""
+    from yunshan.push import push_folder as push
+
+    return push(*args, **kwargs)

@@ -1,0 +1,878 @@
+"""The model card (README.md) of an exported model: Hub front matter plus a body that says how the model was made.
+
+    yunshan export runs/demo_tiny --out exports/demo      # writes the card with the weights (yunshan.hub)
+
+    from yunshan.model_card import collect_provenance, build_model_card
+    prov = collect_provenance("runs/demo_tiny")           # a run folder (run.json) or a plain model folder
+    text, metadata = build_model_card(prov, CardOptions(license="apache-2.0", language=["zh", "en"]))
+
+What the card is built from, and what it shows when a part is missing (every part is optional):
+
+| source | card section | when missing |
+|---|---|---|
+| run.json `stages` (name, status, seconds, summary) | Pipeline table | plain model folder: one row from its recipe.yaml / data_report.json, else a line saying no training record was found |
+| run.json `base_model`, `--base-model` | `base_model` front matter, intro | omitted from the front matter when it is not a Hub id (a local folder is named in the body instead) |
+| cpt stage `data_report.json` + `recipe.yaml` | Continual-pretraining tokens per source | "not recorded" |
+| sft stage `data_report.json` + `recipe.yaml` | SFT samples and tokens per source | "not recorded" |
+| tokenizer stage `report.json` | Tokenizer: vocabulary sizes, tokens per character before/after | section left out |
+| eval stages' `results.json` (`eval_before`, `eval_after`), `--eval FILE` | Evaluation table and `model-index` | no `model-index`; the section says how to add results |
+
+Only results recorded for exactly the exported weights go into `model-index`: `yunshan eval` stores a sha256 over
+the model folder's files, and the card compares it with the folder being exported. Results measured on the bundled
+sample sets are named as such (never as the real benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+# Hub license identifiers (https://huggingface.co/docs/hub/repositories-licenses). The Hub rejects others;
+# any other license is `other` with license_name and license_link.
+HUB_LICENSES = frozenset("""
+apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
+afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5
+cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0
+cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0
+cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl
+lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl mpl-2.0 odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib
+pddl lgpl-lr deepfloyd-if-license llama2 llama3 llama3.1 llama3.2 llama3.3 llama4 gemma unknown other
+""".split())
+
+# Hub repo ids: NAMESPACE/NAME, letters, digits, "-", "_", "." (no "--" or "..", not starting or ending with - or .)
+REPO_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+# A snapshot folder of the HF cache names its repo: .../models--ORG--NAME/snapshots/<sha>
+HF_CACHE_SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
+LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})?$")
+
+# Benchmarks as `yunshan eval` names them: display name, model-index dataset type (a Hub dataset id only where the
+# benchmark's own release is on the Hub), metric.
+BENCHMARKS = {
+    "fineval": ("FinEval", "fineval", "accuracy"),
+    "ceval": ("C-Eval", "ceval/ceval-exam", "accuracy"),
+    "financeiq": ("FinanceIQ", "financeiq", "accuracy"),
+    "cmmlu": ("CMMLU", "haonan-li/cmmlu", "accuracy"),
+    "lawbench": ("LawBench", "lawbench", "score"),
+    "jecqa": ("JEC-QA", "jec-qa", "accuracy"),
+}
+STAGE_WHAT = {
+    "base": "base model",
+    "tokenizer": "vocabulary extension",
+    "cpt": "continual pretraining",
+    "sft": "supervised fine-tuning",
+    "eval": "evaluation",
+    "export": "export",
+    "push": "push",
+}
+
+
+@dataclass
+class CardOptions:
+    """Choices the user makes for the card (`yunshan export` flags)."""
+
+    license: str | None = field(default=None, metadata={
+        "help": "Hub license id (apache-2.0, mit, llama2, other, ...); default: the base model card's license, "
+                "else 'unknown'"})
+    license_name: str | None = field(default=None, metadata={"help": "with --license other: the license's name"})
+    license_link: str | None = field(default=None, metadata={"help": "with --license other: a link to its text"})
+    language: list[str] = field(default_factory=lambda: ["zh", "en"], metadata={
+        "help": "ISO 639 codes of the languages the model was trained for"})
+    base_model: str | None = field(default=None, metadata={
+        "help": "Hub id of the base model (default: from the run / HF cache path when it names one)"})
+    datasets: list[str] = field(default_factory=list, metadata={"help": "extra Hub dataset ids for `datasets`"})
+    tags: list[str] = field(default_factory=list, metadata={"help": "extra tags"})
+    name: str | None = field(default=None, metadata={"help": "model name (title, model-index); default: run name"})
+    repo_id: str | None = field(default=None, metadata={"help": "ORG/NAME the export will be pushed to (usage code)"})
+
+
+@dataclass
+class EvalColumn:
+    """One evaluated model: a column of the evaluation table."""
+
+    label: str
+    results: dict  # task label -> {"format", "path", "result"}
+    this_model: bool = False
+    verified: bool = False  # results.json's sha256 equals the exported folder's
+    stale: bool = False  # recorded for the final model's stage but for other files than the exported ones
+    source: str = ""
+
+
+@dataclass
+class Provenance:
+    """Everything known about how a model folder was made, gathered from the files beside it."""
+
+    source: Path
+    model_dir: Path
+    run_dir: Path | None = None
+    manifest: dict | None = None
+    name: str = "model"
+    base_model: str | None = None  # path or id as recorded
+    base_model_id: str | None = None  # Hub id, when known
+    stand_in_base: bool = False
+    stages: list[dict] = field(default_factory=list)
+    cpt: dict | None = None  # {"report": data_report.json, "sources": recipe data.sources}
+    sft: dict | None = None
+    tokenizer_report: dict | None = None
+    evals: list[EvalColumn] = field(default_factory=list)
+    recipe_path: Path | None = None
+    yunshan_version: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def adapter_dir(self) -> Path | None:
+        folder = self.model_dir / "adapter"
+        return folder if (folder / "adapter_config.json").is_file() else None
+
+
+# ---------------------------------------------------------------- gathering
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _read_yaml(path: Path) -> dict | None:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def hub_id_of(base: str | None) -> str | None:
+    """The Hub id a base-model string names: an HF cache snapshot path or an ORG/NAME that is not a local folder."""
+    if not base:
+        return None
+    match = HF_CACHE_SNAPSHOT.search(base)
+    if match:
+        return f"{match.group(1)}/{match.group(2)}"
+    if REPO_ID.match(base) and not Path(base).exists() and "--" not in base and ".." not in base:
+        return base
+    return None
+
+
+def _stage_kind(entry: dict) -> str:
+    kind = entry.get("kind")
+    if kind:
+        return kind
+    name = entry.get("name", "")
+    return "eval" if name.startswith("eval") else name
+
+
+def _stage_list(manifest: dict) -> list[dict]:
+    """run.json stages as a list of dicts with a name, whether stored as a list or as a name -> entry mapping."""
+    stages = manifest.get("stages") or manifest.get("stage_list") or []
+    if isinstance(stages, dict):
+        return [{"name": name, **entry} for name, entry in stages.items()]
+    return [dict(s) for s in stages if isinstance(s, dict)]
+
+
+def _resolve_in_run(run_dir: Path, recorded: str | None) -> Path | None:
+    """A folder recorded in run.json: relative to the run folder, as recorded (absolute or relative to where the
+    run was started), or the run folder's entry of the same name."""
+    if not recorded:
+        return None
+    for candidate in (run_dir / recorded, Path(recorded), run_dir / Path(recorded).name):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _training_record(folder: Path) -> tuple[str | None, dict | None]:
+    """("cpt" | "sft" | None, {"report", "sources", "recipe"}) from a training output folder."""
+    report = _read_json(folder / "data_report.json")
+    recipe = _read_yaml(folder / "recipe.yaml")
+    if report is None and recipe is None:
+        return None, None
+    kind = None
+    if report is not None:
+        kind = "cpt" if "tokens_trained" in report else "sft" if "samples" in report else None
+    sources = ((recipe or {}).get("data") or {}).get("sources") or []
+    if kind is None and sources:
+        kind = "sft" if any("format" in s and s.get("format") in ("alpaca", "sharegpt", "messages", "ceval", "jecqa")
+                            for s in sources if isinstance(s, dict)) else "cpt"
+    return kind, {"report": report, "sources": [s for s in sources if isinstance(s, dict)], "recipe": recipe}
+
+
+def _eval_columns(results_path: Path, label: str, model_dir: Path, model_hash: str | None,
+                  final_stage: bool) -> list[EvalColumn]:
+    """One column per model of a `yunshan eval` results.json; marks the exported model's column."""
+    report = _read_json(results_path)
+    if not report or not isinstance(report.get("tasks"), dict):
+        return []
+    models = report.get("models") or {}
+    names = list(models) or sorted({m for t in report["tasks"].values() for m in (t.get("results") or {})})
+    columns = []
+    for name in names:
+        info = models.get(name, {})
+        recorded = info.get("sha256")
+        same_path = False
+        if info.get("path"):
+            try:
+                same_path = Path(info["path"]).resolve() == model_dir.resolve()
+            except OSError:
+                same_path = False
+        verified = bool(recorded) and recorded == model_hash
+        # A results.json with hashes tells exactly which weights were scored; without one, fall back to the path.
+        this_model = verified or (not recorded and same_path)
+        stale = bool(recorded) and not verified and (same_path or final_stage)
+        tasks = {}
+        for task, entry in report["tasks"].items():
+            result = (entry.get("results") or {}).get(name)
+            if result is not None:
+                tasks[task] = {"format": entry.get("format") or result.get("format"), "path": entry.get("path"),
+                               "result": result}
+        column_label = label if len(names) == 1 else f"{label}: {name}"
+        columns.append(EvalColumn(column_label, tasks, this_model=this_model and not stale, verified=verified,
+                                  stale=stale, source=str(results_path)))
+    return columns
+
+
+def collect_provenance(source: str | Path, eval_files: list[str] | None = None, adapter: bool = False) -> Provenance:
+    """Read a run folder (run.json) or a model folder and everything recorded beside it.
+
+    Args:
+        source: a `yunshan run` folder (holding run.json) or a model folder (config.json, or adapter/ only).
+        eval_files: extra `yunshan eval` results.json files (or folders holding one) to show and, for the entry
+            whose recorded hash matches the model folder, to put into model-index.
+        adapter: the export is the LoRA adapter; the exported folder is then `model_dir/adapter`.
+    """
+    from yunshan.eval.loading import sha256_model_dir
+
+    src = Path(source)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no such folder (give a `yunshan run` folder or a model folder)")
+    manifest_path = src / "run.json"
+    prov = Provenance(source=src, model_dir=src, name=src.resolve().name)
+    if manifest_path.is_file():
+        manifest = _read_json(manifest_path)
+        if manifest is None:
+            raise ValueError(f"{manifest_path}: not valid JSON")
+        prov.run_dir, prov.manifest = src, manifest
+        prov.name = manifest.get("name") or prov.name
+        prov.yunshan_version = manifest.get("yunshan_version")
+        prov.stages = _stage_list(manifest)
+        final = _resolve_in_run(src, manifest.get("final_model"))
+        if final is None:
+            raise FileNotFoundError(f"{manifest_path}: field final_model={manifest.get('final_model')!r} is not a "
+                                    "folder; finish the run (yunshan run RECIPE) before exporting")
+        prov.model_dir = final
+        for entry in prov.stages:
+            out = _resolve_in_run(src, entry.get("output"))
+            if out is not None and out.resolve() == final.resolve() and entry.get("status") not in (None, "complete"):
+                raise ValueError(f"{manifest_path}: stage {entry['name']} (the final model, {entry.get('output')}) "
+                                 f"has status {entry.get('status')!r}, not 'complete'; finish it before exporting")
+        prov.base_model = manifest.get("base_model")
+        base_dir = _resolve_in_run(src, prov.base_model)
+        prov.stand_in_base = any(_stage_kind(s) == "base" for s in prov.stages) or bool(
+            base_dir and (base_dir / "STAND_IN_BASE.md").is_file())
+        if (src / "recipe.yaml").is_file():
+            prov.recipe_path = src / "recipe.yaml"
+        for entry in prov.stages:
+            kind = _stage_kind(entry)
+            out = _resolve_in_run(src, entry.get("output"))
+            if out is None or entry.get("status") not in (None, "complete"):
+                continue
+            if kind in ("cpt", "sft"):
+                _, record = _training_record(out)
+                if record:
+                    setattr(prov, kind, record)
+            elif kind == "tokenizer":
+                prov.tokenizer_report = _read_json(out / "report.json")
+    else:
+        kind, record = _training_record(src)
+        if kind in ("cpt", "sft"):
+            setattr(prov, kind, record)
+            model_args = ((record or {}).get("recipe") or {}).get("model") or {}
+            prov.base_model = model_args.get("name_or_path") or (
+                f"PanGu-π preset {model_args['preset']!r} (trained from scratch)" if model_args.get("preset") else None)
+            report = (record or {}).get("report") or {}
+            summary = {"steps": report.get("steps")}
+            summary.update({"tokens": report.get("tokens_trained")} if kind == "cpt" else
+                           {"samples": report.get("samples")})
+            prov.stages = [{"name": kind, "status": "complete", "output": ".",
+                            "summary": {k: v for k, v in summary.items() if v is not None}}]
+        if (src / "recipe.yaml").is_file():
+            prov.recipe_path = src / "recipe.yaml"
+    model_dir = prov.model_dir
+    if not (model_dir / "config.json").is_file() and not (adapter and prov.adapter_dir):
+        raise FileNotFoundError(f"{model_dir}: no config.json; expected a model folder written by save_pretrained "
+                                "(yunshan cpt / sft output) or a yunshan run folder")
+    if adapter and prov.adapter_dir is None:
+        raise ValueError(f"{model_dir}: no adapter/ folder (adapter_config.json); --adapter exports the LoRA adapter "
+                         "of a LoRA run, and this model was trained without LoRA: export the merged weights instead")
+    # A recorded base that resolves to a folder (beside the run or from here) is local, whatever it looks like.
+    if prov.base_model and not (prov.run_dir and _resolve_in_run(prov.run_dir, prov.base_model)):
+        prov.base_model_id = hub_id_of(prov.base_model)
+    if adapter:
+        adapter_base = (_read_json(prov.adapter_dir / "adapter_config.json") or {}).get("base_model_name_or_path")
+        prov.base_model = adapter_base or prov.base_model
+        prov.base_model_id = hub_id_of(adapter_base)
+
+    # Evaluation results: the run's eval stages in order, then any --eval files.
+    result_files: list[tuple[Path, str, bool]] = []
+    for entry in prov.stages:
+        if _stage_kind(entry) != "eval" or entry.get("status") not in (None, "complete") or prov.run_dir is None:
+            continue
+        out = _resolve_in_run(prov.run_dir, entry.get("output"))
+        if out is not None and (out / "results.json").is_file():
+            label = entry["name"].removeprefix("eval_").removeprefix("eval") or entry["name"]
+            result_files.append((out / "results.json", label, entry["name"] == "eval_after"))
+    for spec in eval_files or []:
+        path = Path(spec)
+        path = path / "results.json" if path.is_dir() else path
+        if not path.is_file():
+            raise FileNotFoundError(f"--eval {spec}: no such results.json (written by yunshan eval --out DIR)")
+        result_files.append((path, path.parent.name, False))
+    if result_files:
+        model_hash = sha256_model_dir(model_dir)
+        for path, label, final_stage in result_files:
+            prov.evals += _eval_columns(path, label, model_dir, model_hash, final_stage)
+        for column in prov.evals:
+            if column.stale:
+                prov.notes.append(f"{column.source}: the results of {column.label!r} were recorded for other files "
+                                  "than the exported model folder (it changed after the evaluation); they are shown "
+                                  "but left out of model-index. Re-run the evaluation to include them.")
+    return prov
+
+
+# ---------------------------------------------------------------- metrics
+
+
+@dataclass
+class Metric:
+    key: str
+    benchmark: str
+    metric: str
+    value: float
+    lower_is_better: bool = False
+    detail: str = ""
+    sample: bool = False
+    eval_result: dict | None = None  # kwargs of huggingface_hub.EvalResult for model-index
+
+
+def _is_sample(path: str | None) -> bool:
+    """Whether a data path lies in the sample data shipped with yunshan (yunshan.samples)."""
+    if not path:
+        return False
+    try:
+        from yunshan.samples import sample_data_dir
+
+        root = Path(sample_data_dir()).resolve()
+        return Path(path).resolve().is_relative_to(root)
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def metrics_of(task: str, entry: dict) -> list[Metric]:
+    """The headline numbers of one task result of `yunshan eval` (one per benchmark, one per held-out text)."""
+    fmt, res = entry.get("format"), entry["result"]
+    out = []
+    if fmt in ("ceval", "cmmlu", "jecqa", "lawbench") and res.get("overall") is not None:
+        display, dataset_type, metric = BENCHMARKS.get(task, (task, task, "accuracy"))
+        sample = _is_sample(entry.get("path"))
+        bits = []
+        if res.get("split"):
+            bits.append(f"{res['split']} split")
+        if res.get("shots") is not None:
+            bits.append(f"{res['shots']}-shot")
+        if res.get("mode"):
+            bits.append("answer likelihood" if res["mode"] == "loglik" else "generated answer")
+        if res.get("limit"):
+            bits.append(f"first {res['limit']} per {'subject' if fmt in ('ceval', 'cmmlu') else 'task'}")
+        if res.get("n"):
+            bits.append(f"{res['n']:,} questions")
+        name = f"{display} format, yunshan sample set" if sample else display
+        metric_name = f"{metric} ({res['shots']}-shot)" if res.get("shots") is not None else metric
+        unit = " (%)" if metric == "accuracy" else ""
+        out.append(Metric(f"{task}/{metric}", name, f"{metric}{unit}", float(res["overall"]), detail=", ".join(bits),
+                          sample=sample, eval_result=dict(
+                              task_type="text-generation", task_name="Text Generation",
+                              dataset_type=f"yunshan-samples/{task}" if sample else dataset_type,
+                              dataset_name=name, dataset_split=res.get("split"), metric_type=metric,
+                              metric_name=metric_name, metric_value=round(float(res["overall"]), 2))))
+    elif fmt == "bpc":
+        for label, f in (res.get("files") or {}).items():
+            if f.get("bpc") is None:
+                continue
+            sample = _is_sample(f.get("path"))
+            where = Path(f["path"]).name if f.get("path") else label
+            name = f"held-out {label} text" + (" (yunshan sample)" if sample else "")
+            out.append(Metric(f"bpc/{label}", name, "bits per character ↓", float(f["bpc"]), lower_is_better=True,
+                              detail=f"{where}, {f.get('chars', 0):,} characters", sample=sample, eval_result=dict(
+                                  task_type="text-generation", task_name="Text Generation",
+                                  dataset_type=f"yunshan-heldout-{label}", dataset_name=name,
+                                  metric_type="bits_per_character", metric_name="bits per character",
+                                  metric_value=round(float(f["bpc"]), 4))))
+    elif fmt == "compression":
+        for label, f in (res.get("files") or {}).items():
+            if f.get("tokens_per_char") is not None:
+                out.append(Metric(f"compression/{label}", f"tokens per character, {label}", "tokens/char ↓",
+                                  float(f["tokens_per_char"]), lower_is_better=True, sample=_is_sample(f.get("path"))))
+    return out
+
+
+# ---------------------------------------------------------------- the card
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _seconds(value) -> str:
+    if not isinstance(value, (int, float)):
+        return ""
+    if value >= 3600:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 60:.1f} min" if value >= 120 else f"{value:.1f} s"
+
+
+def _source_data(source: dict) -> str:
+    """Where a source's data came from, without the local machine's folders (file names, dataset ids, card)."""
+    parts = []
+    if source.get("dataset"):
+        parts.append(f"`{source['dataset']}`")
+    paths = source.get("path")
+    for p in [paths] if isinstance(paths, str) else (paths or []):
+        parts.append(f"`{Path(p).parent.name}/{Path(p).name}`" if Path(p).parent.name else f"`{Path(p).name}`")
+    if source.get("card"):
+        parts.append(f"card: {source['card']}")
+    return ", ".join(parts) or "–"
+
+
+def training_datasets(prov: Provenance) -> list[str]:
+    """Hub dataset ids named by the training sources (local files are not Hub datasets)."""
+    ids = []
+    for record in (prov.cpt, prov.sft):
+        for s in (record or {}).get("sources", []):
+            ds = s.get("dataset")
+            # `dataset` is a load_dataset name or a save_to_disk folder; only the former is a Hub dataset.
+            local = prov.run_dir is not None and (prov.run_dir / str(ds)).exists()
+            if ds and not s.get("path") and hub_id_of(str(ds)) == ds and not local and ds not in ids:
+                ids.append(ds)
+    return ids
+
+
+def base_license(prov: Provenance) -> tuple[str | None, str | None, str | None]:
+    """(license, license_name, license_link) from the base model folder's own card, when it has one."""
+    if not prov.base_model:
+        return None, None, None
+    base = _resolve_in_run(prov.run_dir, prov.base_model) if prov.run_dir else Path(prov.base_model)
+    if base is None or not (base / "README.md").is_file():
+        return None, None, None
+    from huggingface_hub import ModelCard
+
+    try:
+        data = ModelCard.load(base / "README.md", ignore_metadata_errors=True).data
+    except (ValueError, OSError):
+        return None, None, None
+    return data.get("license"), data.get("license_name"), data.get("license_link")
+
+
+def check_options(options: CardOptions) -> None:
+    """Reject values the Hub would refuse, before anything is written."""
+    if options.license is not None and options.license not in HUB_LICENSES:
+        raise ValueError(f"--license {options.license!r} is not a Hub license id; use one of "
+                         f"https://huggingface.co/docs/hub/repositories-licenses (e.g. apache-2.0, mit, llama2) or "
+                         "--license other --license-name NAME --license-link URL")
+    if options.license == "other" and not options.license_name:
+        raise ValueError("--license other needs --license-name (and --license-link) naming the license")
+    for code in options.language:
+        if not LANGUAGE.match(code) and code not in ("code", "multilingual"):
+            raise ValueError(f"--language {code!r} is not an ISO 639-1/2/3 code (e.g. zh, en, yue)")
+    for ident, flag in [(options.base_model, "--base-model"), (options.repo_id, "--repo-id")] + [
+            (d, "--dataset") for d in options.datasets]:
+        if ident is not None and not REPO_ID.match(ident):
+            raise ValueError(f"{flag} {ident!r} is not a Hub id of the form ORG/NAME")
+
+
+def _usage(prov: Provenance, model_ref: str, remote_code: bool, chat: bool, adapter: bool,
+           base_ref: str | None, grown_vocab: bool) -> str:
+    trust = ", trust_remote_code=True" if remote_code else ""
+    lines = ["```python", "import torch"]
+    if adapter:
+        lines += ["from peft import PeftModel",
+                  "from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig", "",
+                  f'base = AutoModelForCausalLM.from_pretrained("{base_ref}", dtype=torch.float32{trust})',
+                  f'tokenizer = AutoTokenizer.from_pretrained("{model_ref}")']
+        if grown_vocab:
+            lines.append("base.resize_token_embeddings(len(tokenizer))  # the adapter was trained on an extended "
+                         "vocabulary")
+        lines += [f'model = PeftModel.from_pretrained(base, "{model_ref}").eval()',
+                  f'model.generation_config = GenerationConfig.from_pretrained("{model_ref}")']
+    else:
+        lines += ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+                  f'tokenizer = AutoTokenizer.from_pretrained("{model_ref}"{trust})',
+                  f'model = AutoModelForCausalLM.from_pretrained("{model_ref}", dtype="auto"{trust}).eval()']
+    if chat:
+        lines += ["", 'messages = [{"role": "user", "content": "根据《民法典》，借款合同的利率有什么限制？"}]',
+                  "inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors=\"pt\", "
+                  "return_dict=True)"]
+    else:
+        lines += ["", 'inputs = tokenizer("银行间同业拆借利率是指", return_tensors="pt")']
+    lines += ["with torch.no_grad():",
+              "    output = model.generate(**inputs, max_new_tokens=64, do_sample=False)",
+              'print(tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))', "```"]
+    return "\n".join(lines)
+
+
+@dataclass
+class ExportFacts:
+    """What the export wrote, for the card (filled by yunshan.hub)."""
+
+    adapter: bool
+    remote_code: bool
+    architecture: str
+    model_type: str
+    parameters: int
+    dtype: str
+    weight_files: int
+    vocab_size: int | None
+    context_length: int | None
+    chat_template: bool
+    recipe_included: bool
+    lora: dict | None = None  # r, alpha, targets of the run's adapter
+    grown_vocab: bool = False
+
+
+def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts) -> tuple[str, dict]:
+    """The README.md text (front matter + body) and its metadata as a dict. Raises ValueError if the front matter
+    does not round-trip through huggingface_hub's ModelCard parser."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    check_options(options)
+    name = options.name or prov.name
+    license_, license_name, license_link = options.license, options.license_name, options.license_link
+    if license_ is None:
+        license_, license_name, license_link = base_license(prov)
+        if license_ is None:
+            license_ = "unknown"
+            prov.notes.append("no --license given and the base model folder has no card with one: the card says "
+                              "license: unknown; set --license before publishing")
+    base_id = options.base_model or prov.base_model_id
+
+    # Evaluation: columns, metrics per column, the exported model's metrics for model-index.
+    columns = [(c, {m.key: m for task, entry in c.results.items() for m in metrics_of(task, entry)})
+               for c in prov.evals]
+    mine = next((metrics for c, metrics in columns if c.this_model), None)
+    eval_results = [EvalResult(**m.eval_result) for m in (mine or {}).values() if m.eval_result]
+
+    tags = ["yunshan", "finance", "legal", facts.model_type, "text-generation"]
+    kinds = {_stage_kind(s) for s in prov.stages if s.get("status") in (None, "complete")}
+    if "cpt" in kinds or prov.cpt:
+        tags.append("continual-pretraining")
+    if "sft" in kinds or prov.sft:
+        tags.append("sft")
+    if facts.lora or facts.adapter:
+        tags.append("lora")
+    if prov.stand_in_base:
+        tags.append("demo")
+    tags += options.tags
+    datasets = training_datasets(prov) + [d for d in options.datasets if d not in training_datasets(prov)]
+    data = ModelCardData(
+        license=license_, license_name=license_name, license_link=license_link, language=list(options.language),
+        base_model=base_id, base_model_relation=("adapter" if facts.adapter else "finetune") if base_id else None,
+        datasets=datasets or None, tags=tags, pipeline_tag="text-generation",
+        library_name="peft" if facts.adapter else "transformers",
+        model_name=name if eval_results else None, eval_results=eval_results or None,
+    )
+    front = data.to_yaml()
+
+    model_ref = options.repo_id or f"path/to/{name}"
+    lines = [f"# {name}", ""]
+    lines += _intro(prov, facts, base_id)
+    lines += _model_table(prov, facts, base_id)
+    lines += _pipeline(prov)
+    lines += _data(prov)
+    lines += _tokenizer(prov)
+    lines += _evaluation(prov, columns, bool(eval_results), facts.adapter)
+    base_ref = base_id or (f"path/to/{Path(prov.base_model).name}" if prov.base_model else "path/to/base-model")
+    lines += ["## Usage", ""]
+    if facts.remote_code:
+        lines += [f"`{facts.architecture}` is not part of transformers: its modeling code is in this repository and "
+                  "loads with `trust_remote_code=True` (review it first; it imports only torch and transformers). "
+                  "yunshan itself is not needed.", ""]
+    if facts.adapter and not base_id:
+        lines += [f"This is a LoRA adapter for `{prov.base_model}`, a model that is not on the Hub: publish that "
+                  "model and load it where the code says `" + base_ref + "`.", ""]
+    lines += [_usage(prov, model_ref, facts.remote_code, facts.chat_template, facts.adapter, base_ref,
+                     facts.grown_vocab), ""]
+    lines += ["## Reproducing", ""]
+    version = prov.yunshan_version or _installed_version()
+    lines.append(f"Made with yunshan {version}." + (
+        " `recipe.yaml` in this repository is the resolved recipe of the run (its paths are those of the machine "
+        "that ran it); `yunshan run recipe.yaml` repeats it." if facts.recipe_included and prov.run_dir else
+        " `recipe.yaml` in this repository is the resolved training recipe." if facts.recipe_included else ""))
+    lines += ["", "## Limitations", "",
+              "A domain-adapted language model: it can state wrong figures, outdated rules or invented citations "
+              "with confidence. Its answers about finance and law are not professional advice; check them against "
+              "the primary sources."]
+    card = f"---\n{front}\n---\n\n" + "\n".join(lines).rstrip() + "\n"
+    metadata = validate_card(card)
+    return card, metadata
+
+
+def _installed_version() -> str:
+    from yunshan import __version__
+
+    return __version__
+
+
+def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[str]:
+    kinds = [(_stage_kind(s), s) for s in prov.stages if s.get("status") in (None, "complete")]
+    steps = []
+    for kind, s in kinds:
+        summary = s.get("summary") or {}
+        if kind == "tokenizer":
+            new = summary.get("new_tokens")
+            steps.append("extended the vocabulary" + (f" by {new:,} domain tokens" if isinstance(new, int) else ""))
+        elif kind == "cpt":
+            tokens = ((prov.cpt or {}).get("report") or {}).get("tokens_trained") or summary.get("tokens")
+            steps.append("continued pretraining" + (f" on {tokens:,} tokens" if isinstance(tokens, int) else "")
+                         + " of domain text mixed with replayed general text")
+        elif kind == "sft":
+            samples = ((prov.sft or {}).get("report") or {}).get("samples") or summary.get("samples")
+            steps.append("tuned on" + (f" {samples:,}" if isinstance(samples, int) else "")
+                         + " general and domain instructions in one stage")
+    base = f"[{base_id}](https://huggingface.co/{base_id})" if base_id else (
+        f"`{Path(prov.base_model).name}`" if prov.base_model and Path(prov.base_model).exists() else
+        f"`{prov.base_model}`" if prov.base_model else "its base model")
+    what = "A LoRA adapter of a finance and legal specialist" if facts.adapter else "A finance and legal specialist"
+    text = f"{what} built from {base} with yunshan, which follows the YunShan " \
+           "recipe of the PanGu-π paper (section 6)"
+    text += ": " + ", then ".join(steps) + "." if steps else "."
+    lines = [text, ""]
+    if prov.stand_in_base:
+        lines += ["> **Demo model.** The base is a stand-in trained by `yunshan run` on the bundled general sample "
+                  "text (no base model could be downloaded where it ran). It shows the pipeline, not a useful model.",
+                  ""]
+    if any(m.sample for c in prov.evals for task, entry in c.results.items() for m in metrics_of(task, entry)):
+        lines += ["> **Sample evaluation sets.** Some results below were measured on yunshan's bundled sample sets "
+                  "(synthetic questions in the benchmarks' formats), not on the released benchmarks; they are "
+                  "labelled as such and are not comparable with published scores.", ""]
+    return lines
+
+
+def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[str]:
+    rows = [("architecture", f"`{facts.architecture}` (model_type `{facts.model_type}`)"
+             + (", code in this repository" if facts.remote_code else ""))]
+    rows.append(("parameters", f"{facts.parameters:,}" + (" (adapter)" if facts.adapter else "")))
+    if facts.vocab_size:
+        rows.append(("vocabulary", f"{facts.vocab_size:,}"))
+    if facts.context_length:
+        rows.append(("context length", f"{facts.context_length:,}"))
+    rows.append(("weights", f"{facts.dtype} safetensors, {facts.weight_files} file"
+                 + ("s" if facts.weight_files > 1 else "")))
+    if facts.lora:
+        lora = facts.lora
+        form = "this repository holds the adapter only" if facts.adapter else "merged into these weights"
+        rows.append(("LoRA", f"r={lora.get('r')}, alpha={lora.get('lora_alpha')}; {form}"))
+    rows.append(("chat template", "yes, the one used in SFT" if facts.chat_template else "no (plain text model)"))
+    base = base_id or (prov.base_model and Path(prov.base_model).name) or "–"
+    rows.append(("base model", f"`{base}`" + (" (stand-in, see above)" if prov.stand_in_base else "")))
+    return ["## Model", "", "| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in rows] + [""]
+
+
+def _pipeline(prov: Provenance) -> list[str]:
+    lines = ["## Pipeline", ""]
+    stages = [s for s in prov.stages if _stage_kind(s) not in ("export", "push")]
+    if not stages:
+        return lines + ["No training record (run.json, recipe.yaml, data_report.json) was found beside the weights.",
+                        ""]
+    show_status = any(s.get("status") not in (None, "complete") for s in stages)
+    head = "| stage | what | time | result |" + (" status |" if show_status else "")
+    lines += [head, "|---|---|---:|---|" + ("---|" if show_status else "")]
+    for s in stages:
+        kind = _stage_kind(s)
+        summary = s.get("summary") or {}
+        what = STAGE_WHAT.get(kind, kind)
+        if kind == "base" and prov.stand_in_base:
+            what = "stand-in base: tokenizer and pretraining on general sample text"
+        elif kind == "eval":
+            what = "evaluation of the " + ("base model" if "before" in s["name"] else "final model"
+                                           if "after" in s["name"] else "model")
+        result = []
+        if summary.get("tokens") is not None:
+            result.append(f"{summary['tokens']:,} tokens")
+        if summary.get("samples") is not None:
+            result.append(f"{summary['samples']:,} samples")
+        if summary.get("steps") is not None:
+            result.append(f"{summary['steps']:,} steps")
+        if summary.get("train_loss") is not None:
+            result.append(f"final mean loss {summary['train_loss']:.3f}")
+        if summary.get("new_tokens") is not None:
+            result.append(f"vocabulary {summary.get('base_vocab', '?'):,} → {summary.get('new_vocab', '?'):,} "
+                          f"(+{summary['new_tokens']:,})")
+        row = f"| {s['name']} | {_md(what)} | {_seconds(s.get('seconds'))} | {_md(', '.join(result))} |"
+        lines.append(row + (f" {s.get('status', '')} |" if show_status else ""))
+    return lines + [""]
+
+
+def _data(prov: Provenance) -> list[str]:
+    lines = ["## Training data", ""]
+    cpt_report = (prov.cpt or {}).get("report")
+    lines += ["### Continual pretraining: tokens per source", ""]
+    if cpt_report and cpt_report.get("sources"):
+        defs = {s.get("name"): s for s in (prov.cpt or {}).get("sources", [])}
+        drops = any(_dropped(s) for s in cpt_report["sources"].values())
+        lines += ["| source | data | weight | tokens trained | share |" + (" documents dropped |" if drops else ""),
+                  "|---|---|---:|---:|---:|" + ("---:|" if drops else "")]
+        for name, s in cpt_report["sources"].items():
+            lines.append(f"| {_md(name)} | {_md(_source_data(defs.get(name, s)))} | {_fmt(s.get('weight'), 3)} | "
+                         f"{s.get('tokens_trained', 0):,} | {100 * (s.get('token_share') or 0):.2f}% |"
+                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
+        lines += ["", f"{cpt_report.get('tokens_trained', 0):,} tokens in {cpt_report.get('steps', 0):,} steps of "
+                      f"{cpt_report.get('tokens_per_step', 0):,} tokens (sequences of {cpt_report.get('seq_len')} "
+                      "tokens); shares are exact counts of the tokens trained on.", ""]
+    else:
+        lines += ["Not recorded (no continual-pretraining data report).", ""]
+    sft_report = (prov.sft or {}).get("report")
+    lines += ["### Supervised fine-tuning: samples per source", ""]
+    if sft_report and sft_report.get("sources"):
+        defs = {s.get("name"): s for s in (prov.sft or {}).get("sources", [])}
+        drops = any(_dropped(s) for s in sft_report["sources"].values())
+        lines += ["| source | data | format | samples | tokens | trained tokens | share of samples |"
+                  + (" dropped |" if drops else ""), "|---|---|---|---:|---:|---:|---:|" + ("---:|" if drops else "")]
+        for name, s in sft_report["sources"].items():
+            d = defs.get(name, {})
+            lines.append(f"| {_md(name)} | {_md(_source_data(d))} | {_md(d.get('format', '–'))} | "
+                         f"{s.get('samples', 0):,} | {s.get('tokens', 0):,} | {s.get('trained_tokens', 0):,} | "
+                         f"{100 * (s.get('share_of_samples') or 0):.2f}% |"
+                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
+        lines += ["", f"The SFT set: {sft_report.get('samples', 0):,} samples shuffled into one training set"
+                      + (", best-fit packed" if sft_report.get("packing") else "")
+                      + "; loss on assistant tokens only"
+                      + (f"; trained for {sft_report['steps']:,} steps" if sft_report.get("steps") else "")
+                      + ". Tokens are per pass over the set.", ""]
+    else:
+        lines += ["Not recorded (no SFT data report).", ""]
+    return lines
+
+
+def _dropped(source: dict) -> int:
+    dropped = source.get("dropped") or {}
+    return sum(v for v in dropped.values() if isinstance(v, int)) if isinstance(dropped, dict) else 0
+
+
+def _dropped_text(source: dict) -> str:
+    """'12 (too_long 10, bad_json 2)': records left out, by the reason the data reader gave."""
+    dropped = {k: v for k, v in (source.get("dropped") or {}).items() if isinstance(v, int) and v}
+    if not dropped:
+        return "0"
+    return f"{sum(dropped.values()):,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) + ")"
+
+
+def _tokenizer(prov: Provenance) -> list[str]:
+    report = prov.tokenizer_report
+    if not report:
+        return []
+    lines = ["## Tokenizer", ""]
+    comp = report.get("compression") or {}
+    toks = comp.get("tokenizers") or []
+    if len(toks) >= 2:
+        base, ext = toks[0].get("vocab_size"), toks[-1].get("vocab_size")
+        if isinstance(base, int) and isinstance(ext, int):
+            lines += [f"Vocabulary extended from {base:,} to {ext:,} tokens (+{ext - base:,}, "
+                      f"{100 * (ext / base - 1):.1f}%) with domain BPE merges and word lists.", ""]
+    rows = []
+    for f in comp.get("files") or []:
+        res = f.get("results") or []
+        if len(res) >= 2 and res[0].get("tokens_per_char") and res[-1].get("tokens_per_char") is not None:
+            b, a = res[0]["tokens_per_char"], res[-1]["tokens_per_char"]
+            rows.append(f"| `{_md(Path(f.get('path', '?')).name)}` | {b:.4f} | {a:.4f} | {100 * (a / b - 1):+.1f}% |")
+    if rows:
+        lines += ["| text | tokens/char before | after | change |", "|---|---:|---:|---:|"] + rows + [
+            "", "Tokens per Unicode character, no special tokens (the paper's compression rate); lower is better.", ""]
+    return lines if len(lines) > 2 else []
+
+
+def _evaluation(prov: Provenance, columns: list[tuple[EvalColumn, dict]], in_index: bool,
+                adapter: bool = False) -> list[str]:
+    lines = ["## Evaluation", ""]
+    if not columns:
+        return lines + ["No evaluation results were recorded with this model. Run `yunshan eval --model FOLDER "
+                        "--tasks ... --out DIR` and export again with `--eval DIR/results.json`.", ""]
+    keys: list[str] = []
+    for _, metrics in columns:
+        keys += [k for k in metrics if k not in keys]
+    header = [c.label + (" (this model)" if c.this_model else "") for c, _ in columns]
+    pair = len(columns) == 2
+    lines += ["| benchmark | metric | " + " | ".join(_md(h) for h in header) + " |" + (" change |" if pair else ""),
+              "|---|---|" + "---:|" * len(columns) + ("---:|" if pair else "")]
+    details = {}
+    for key in keys:
+        first = next(m[key] for _, m in columns if key in m)
+        cells = [_fmt(m[key].value, 4 if first.lower_is_better else 2) if key in m else "–" for _, m in columns]
+        row = f"| {_md(first.benchmark)} | {_md(first.metric)} | " + " | ".join(cells) + " |"
+        if pair:
+            a, b = columns[0][1].get(key), columns[1][1].get(key)
+            if a and b:
+                change = b.value - a.value
+                row += (f" {100 * change / a.value:+.1f}% |" if first.lower_is_better and a.value
+                        else f" {change:+.2f} pt |" if first.metric.startswith("accuracy") else f" {change:+.2f} |")
+            else:
+                row += " |"
+        lines.append(row)
+        if first.detail:
+            details.setdefault(first.benchmark, first.detail)
+    lines.append("")
+    if details:
+        lines += [f"- {_md(b)}: {d}" for b, d in details.items()] + [""]
+    lines.append("Measured with `yunshan eval` (accuracy in percent; bits per character over sliding windows). "
+                 + ("The exported model's results are in the card's `model-index`." if in_index else
+                    "None of the columns is verified as the exported weights, so the card has no `model-index`."))
+    if adapter and in_index:
+        lines.append("The results were measured on the merged weights (the base with this adapter merged in), which "
+                     "equal the base plus the adapter up to rounding.")
+    for c, _ in columns:
+        if c.stale:
+            lines.append(f"The column {c.label!r} was recorded for other files than the exported ones.")
+    return lines + [""]
+
+
+def validate_card(text: str) -> dict:
+    """Parse the card as the Hub's client does and check what the Hub requires of the front matter.
+
+    Returns the metadata dict. Raises ValueError naming the field and what would be valid."""
+    from huggingface_hub import ModelCard
+    from huggingface_hub.repocard_data import eval_results_to_model_index, model_index_to_eval_results
+
+    if not text.startswith("---\n"):
+        raise ValueError("README.md: the card must start with a '---' YAML front matter block")
+    try:
+        card = ModelCard(text)  # strict: a malformed model-index raises here
+    except (ValueError, yaml.YAMLError) as err:
+        raise ValueError(f"README.md front matter: {err}") from err
+    meta = card.data.to_dict()
+    if meta.get("license") is not None and meta["license"] not in HUB_LICENSES:
+        raise ValueError(f"README.md front matter: license {meta['license']!r} is not a Hub license id")
+    if meta.get("license") == "other" and not meta.get("license_name"):
+        raise ValueError("README.md front matter: license 'other' needs license_name")
+    for code in meta.get("language") or []:
+        if not (LANGUAGE.match(code) or code in ("code", "multilingual")):
+            raise ValueError(f"README.md front matter: language {code!r} is not an ISO 639 code")
+    for key in ("base_model", "datasets"):
+        values = meta.get(key) or []
+        for value in [values] if isinstance(values, str) else values:
+            if not REPO_ID.match(value):
+                raise ValueError(f"README.md front matter: {key} {value!r} is not a Hub id ORG/NAME")
+    if "model-index" in meta:
+        name, results = model_index_to_eval_results(meta["model-index"])
+        if eval_results_to_model_index(name, results) != meta["model-index"]:
+            raise ValueError("README.md front matter: model-index does not round-trip through huggingface_hub")
+        for r in results:
+            if not isinstance(r.metric_value, (int, float)):
+                raise ValueError(f"README.md front matter: model-index metric {r.metric_type} of {r.dataset_name} "
+                                 f"has a non-numeric value {r.metric_value!r}")
+    return meta
