@@ -124,6 +124,11 @@ def render_cloze_prompt(subject_chinese: str, shots: list[Question], query: Ques
     return header + shots_text + f"{query.question}\n答案：", list(query.options)
 
 
+def cloze_neutral_context(subject_chinese: str, shots: list[Question]) -> str:
+    """The cloze prompt without the question (the baseline of mutual-information scoring)."""
+    return render_cloze_prompt(subject_chinese, shots, Question("", "答案：（ ）", ("", "", "", ""), None, "", 0))[0]
+
+
 def choices_for(style: str) -> list[str]:
     """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
     return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
@@ -167,7 +172,9 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
     if mode == "cloze":
         from .multiple_choice import answer_cloze
 
-        preds = answer_cloze(lm, [render_cloze_prompt(s.chinese, s.dev, q) for s, q in items],
+        requests = [render_cloze_prompt(s.chinese, s.dev, q) for s, q in items]
+        neutral = [cloze_neutral_context(s.chinese, s.dev) for s, _ in items]
+        preds = answer_cloze(lm, requests, neutral=neutral,
                              batch_size=batch_size, add_bos=add_bos, progress=progress, desc="ceval cloze")
     else:
         prompts = [render_prompt(s.chinese, s.dev, q, prompt_style) for s, q in items]

@@ -108,6 +108,11 @@ def render_cloze_prompt(subject_name: str, shots: list[Question], query: Questio
     return header + shots_text + f"题目：{query.question}\n答案是：", list(query.options)
 
 
+def cloze_neutral_context(subject_name: str, shots: list[Question]) -> str:
+    """The cloze prompt without the question (the baseline of mutual-information scoring)."""
+    return render_cloze_prompt(subject_name, shots, Question("", "答案是：（ ）", ("", "", "", ""), None, "", 0))[0]
+
+
 def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> dict:
     """Per-subject accuracy and the unweighted mean over subjects (CMMLU's and FinanceIQ's average), percent."""
     per_subject = {}
@@ -131,7 +136,9 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
     if mode == "cloze":
         from .multiple_choice import answer_cloze
 
-        preds = answer_cloze(lm, [render_cloze_prompt(s.name, s.dev, q) for s, q in items],
+        requests = [render_cloze_prompt(s.name, s.dev, q) for s, q in items]
+        neutral = [cloze_neutral_context(s.name, s.dev) for s, _ in items]
+        preds = answer_cloze(lm, requests, neutral=neutral,
                              batch_size=batch_size, add_bos=add_bos, progress=progress, desc="cmmlu cloze")
     else:
         prompts = [render_prompt(s.name, s.dev, q) for s, q in items]

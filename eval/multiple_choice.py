@@ -130,21 +130,32 @@ def split_at_blank(question: str) -> tuple[str, str | None]:
     return question[: m.start()], question[m.end():]
 
 
-def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16,
-                 add_bos: bool = False, progress: bool = False, desc: str = "cloze") -> list[Prediction]:
-    """Cloze scoring: the prompt holds the question but not the options; each option's text is scored as the
-    continuation and the best log-likelihood per character wins (lm-evaluation-harness's `acc_norm`).
+def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
+                 progress: bool = False, desc: str = "cloze", neutral: list[str] | None = None) -> list[Prediction]:
+    """Cloze scoring: the prompt holds the question but not the options, and each option's text is scored as the
+    continuation.
 
-    Not the papers' answer-only protocol (which asks the model to pick a letter from listed options, a skill small
-    models lack); it measures whether the model finds the right answer text likelier, i.e. domain knowledge. Reports
-    say which mode produced a number."""
+    With `neutral` contexts (one per request: the same header without the question), the score is
+    log P(option | question) - log P(option | neutral): lm-evaluation-harness's `acc_mutual_info`, which cancels
+    how likely an option's text is on its own and keeps what the question adds, i.e. the model's knowledge.
+    Without them, the best log-likelihood per character wins (`acc_norm`).
+
+    Neither is the papers' answer-only protocol (which asks the model to pick a letter from listed options, a skill
+    small models lack); reports say which mode produced a number."""
     from .likelihood import score_choices
 
     scores = score_choices(lm, [(p, list(opts)) for p, opts in requests], batch_size=batch_size, add_bos=add_bos,
                            progress=progress, desc=desc)
+    base = None
+    if neutral is not None:
+        base = score_choices(lm, [(n, list(opts)) for n, (_, opts) in zip(neutral, requests)], batch_size=batch_size,
+                             add_bos=add_bos, progress=progress, desc=desc + " (neutral)")
     preds = []
-    for (_, opts), s in zip(requests, scores):
-        normalised = [ll / max(len(o), 1) for ll, o in zip(s.logliks, opts)]  # per character (acc_norm)
-        best = max(range(len(opts)), key=lambda k: normalised[k])
-        preds.append(Prediction(LETTERS[best], logliks=s.logliks, truncated=s.truncated))
+    for k, ((_, opts), s) in enumerate(zip(requests, scores)):
+        if base is not None:
+            values = [a - b for a, b in zip(s.logliks, base[k].logliks)]  # mutual information
+        else:
+            values = [ll / max(len(o), 1) for ll, o in zip(s.logliks, opts)]  # per character
+        best = max(range(len(opts)), key=lambda j: values[j])
+        preds.append(Prediction(LETTERS[best], logliks=values, truncated=s.truncated))
     return preds

@@ -63,7 +63,7 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert run_json["final_model"] == "04_sft" and run_json["stages"]["cpt"]["summary"]["tokens"] == 6 * 4 * 64
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
     assert any(p.endswith("finance/train.jsonl") for p in run_json["stages"]["cpt"]["inputs"])
-    assert all((out / s["output"] / "STAGE.json").is_file() for s in manifest["stage_list"])
+    assert all((out / ".stages" / f"{s['name']}.json").is_file() for s in manifest["stage_list"])
     report = (out / "report.md").read_text()
     assert "| metric | before | after cpt | after sft | change |" in report
     assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report

@@ -15,7 +15,7 @@ Stages, in order (each writes its own subfolder of `output_dir`):
     export       safetensors + remote code + tokenizer + model card (yunshan export)
     push         to the Hugging Face Hub (off unless the recipe turns it on)
 
-A stage whose output is complete (its STAGE.json marker, written last, matches the stage's settings and inputs,
+A stage whose output is complete (its marker in .stages/, written last, matches the stage's settings and inputs,
 and its files still have the recorded hashes) is skipped on a re-run; `--from STAGE` redoes that stage and the
 later ones. A stage that fails leaves the earlier stages' outputs as they were and is marked failed in the run
 manifest (run.json: recipe, stages, timings, input and output hashes, token counts). At the end the runner prints
@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 
 STAGES = ("base", "tokenizer", "eval_before", "cpt", "sft", "eval_after", "export", "push")
-MARKER = "STAGE.json"
+MARKERS = ".stages"  # run_dir/.stages/<stage>.json: kept out of the stage folders (an export is pushed as is)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,8 +71,8 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def hash_tree(folder: Path, skip: tuple[str, ...] = ("checkpoints", MARKER)) -> dict[str, str]:
-    """sha256 of every file under `folder` (relative paths), except checkpoints and the marker."""
+def hash_tree(folder: Path, skip: tuple[str, ...] = ("checkpoints",)) -> dict[str, str]:
+    """sha256 of every file under `folder` (relative paths), except checkpoints."""
     out = {}
     if not folder.exists():
         return out
@@ -196,8 +196,11 @@ class PipelineRunner:
         return digest_of({"settings": self.stage_settings(stage), "inputs": self.stage_inputs(stage),
                           "upstream": ups, "base_model": self.base_model_dir() if stage != "base" else None})
 
+    def marker(self, stage: str) -> Path:
+        return self.out / MARKERS / f"{stage}.json"
+
     def is_complete(self, stage: str, fingerprint: str) -> bool:
-        marker = self.folder(stage) / MARKER
+        marker = self.marker(stage)
         if not marker.is_file():
             return False
         try:
@@ -219,7 +222,9 @@ class PipelineRunner:
 
         manifest.update({
             "name": self.recipe.name, "yunshan_version": __version__, "recipe": "recipe.yaml",
-            "base_model": self.base_model_dir(), "final_model": os.path.relpath(self.final_model_dir(), self.out)
+            "base_model": str(Path(self.base_model_dir()).resolve()) if Path(self.base_model_dir()).exists()
+            else self.base_model_dir(),
+            "final_model": os.path.relpath(self.final_model_dir(), self.out)
             if self.final_model_dir().startswith(str(self.out)) else self.final_model_dir(),
         })
         manifest.setdefault("stages", {})
@@ -237,11 +242,20 @@ class PipelineRunner:
     # -- running ------------------------------------------------------------------------------------------
 
     def run(self, from_stage: str | None = None) -> dict:
+        """Run the stages in order. Under `accelerate launch` (several processes) the training stages run on every
+        process and the others (tokenizer, evaluation, export, push, which need one process) on the main one while
+        the rest wait; only the main process writes the manifest, markers and report."""
         from yunshan.recipe import save_recipe
 
         started = time.time()
-        self.out.mkdir(parents=True, exist_ok=True)
-        save_recipe(self.recipe, self.out / "recipe.yaml", header=f"resolved pipeline recipe of run {self.recipe.name}")
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        main = int(os.environ.get("RANK", "0")) == 0
+        barrier = _barrier if world > 1 else (lambda: None)
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            save_recipe(self.recipe, self.out / "recipe.yaml",
+                        header=f"resolved pipeline recipe of run {self.recipe.name}")
+        barrier()
         manifest = self.load_manifest()
         forced = False
         for stage in STAGES:
@@ -251,38 +265,50 @@ class PipelineRunner:
             forced = forced or stage == from_stage
             fingerprint = self.fingerprint(stage, manifest)
             if not forced and self.is_complete(stage, fingerprint):
-                print(f"== {stage}: complete, skipped ({self.folder(stage)})", flush=True)
+                if main:
+                    print(f"== {stage}: complete, skipped ({self.folder(stage)})", flush=True)
                 manifest["stages"][stage]["status"] = "complete"
                 continue
-            print(f"\n== {stage} -> {self.folder(stage)}", flush=True)
+            everywhere = stage in ("cpt", "sft")  # the distributed stages
+            if main:
+                print(f"\n== {stage} -> {self.folder(stage)}", flush=True)
             entry = {"status": "running", "output": self.folder(stage).name, "started": _now(),
                      "fingerprint": fingerprint, "inputs": self.stage_inputs(stage)}
             manifest["stages"][stage] = entry
-            self.save_manifest(manifest)
-            marker = self.folder(stage) / MARKER
-            if marker.exists():
-                marker.unlink()  # the stage is redone: its old output no longer counts as complete
+            marker = self.marker(stage)
+            if main:
+                self.save_manifest(manifest)
+                if marker.exists():
+                    marker.unlink()  # the stage is redone: its old output no longer counts as complete
+            barrier()
             t0 = time.time()
             try:
-                summary = getattr(self, f"stage_{stage}")()
+                summary = getattr(self, f"stage_{stage}")() if (everywhere or main) else {}
             except BaseException as err:
                 entry.update({"status": "failed", "seconds": round(time.time() - t0, 1),
                               "error": f"{type(err).__name__}: {err}",
                               "traceback": traceback.format_exc()[-4000:]})
-                self.save_manifest(manifest)
+                if main:
+                    self.save_manifest(manifest)
                 raise
+            barrier()
             outputs = hash_tree(self.folder(stage))
             entry.update({"status": "complete", "finished": _now(), "seconds": round(time.time() - t0, 1),
                           "outputs": outputs, "summary": summary})
-            self.folder(stage).mkdir(parents=True, exist_ok=True)
-            marker.write_text(json.dumps({"stage": stage, "fingerprint": fingerprint, "outputs": outputs,
-                                          "finished": entry["finished"]}, indent=1))
-            self.save_manifest(manifest)
+            if main:
+                self.folder(stage).mkdir(parents=True, exist_ok=True)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(json.dumps({"stage": stage, "fingerprint": fingerprint, "outputs": outputs,
+                                              "finished": entry["finished"]}, indent=1))
+                self.save_manifest(manifest)
+            barrier()
         manifest["seconds_this_run"] = round(time.time() - started, 1)
-        report = self.write_report(manifest)
-        manifest["report"] = str(report.relative_to(self.out))
-        self.save_manifest(manifest)
-        self.print_summary(manifest)
+        if main:
+            report = self.write_report(manifest)
+            manifest["report"] = str(report.relative_to(self.out))
+            self.save_manifest(manifest)
+            self.print_summary(manifest)
+        barrier()
         return manifest
 
     def dry_run(self, from_stage: str | None = None) -> dict:
@@ -446,8 +472,10 @@ class PipelineRunner:
 
         e = self.recipe.export
         result = export_model(str(self.out), str(self.folder("export")), adapter=e.adapter, license=e.license,
-                              language=list(e.language), overwrite=True)
-        return {"files": sorted(p.name for p in self.folder("export").iterdir()), **(result or {})}
+                              language=list(e.language), name=self.recipe.name, repo_id=self.recipe.push.repo_id,
+                              overwrite=True)
+        return {"files": sorted(p.name for p in self.folder("export").iterdir()), "bytes": result.get("bytes"),
+                "parameters": result.get("parameters"), "notes": result.get("notes")}
 
     def stage_push(self) -> dict:
         from yunshan.hub import push_folder
@@ -557,6 +585,12 @@ class PipelineRunner:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _barrier() -> None:
+    from accelerate import PartialState
+
+    PartialState().wait_for_everyone()
 
 
 def _now() -> str:

@@ -585,7 +585,8 @@ class SftStageArgs:
 @dataclass
 class ExportStageArgs:
     enabled: bool = field(default=True, metadata={"help": "export the final model with a model card"})
-    license: str = field(default="apache-2.0", metadata={"help": "license in the model card"})
+    license: str | None = field(default=None, metadata={
+        "help": "license in the model card (default: the base model card's, else unknown)"})
     language: list[str] = field(default_factory=lambda: ["zh", "en"], metadata={"help": "languages in the card"})
     adapter: bool = field(default=False, metadata={"help": "export the LoRA adapter instead of merged weights"})
 

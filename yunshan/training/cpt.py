@@ -113,10 +113,6 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if recipe.monitor.domain:
         heldout["domain"] = read_heldout(recipe.monitor.domain, recipe.monitor.max_chars)
 
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids)
     sequences_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
     tokens_per_step = sequences_per_step * recipe.data.seq_len
 
@@ -129,16 +125,23 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         if not (resume_from / "COMPLETE").is_file():
             raise FileNotFoundError(f"training.resume={train.resume}: not a complete checkpoint folder")
 
-    if dry_run:
+    if dry_run:  # no weights are loaded: the config is read and the parameters counted on the meta device
+        from yunshan.training.models import describe_model
+
         first = next(iter(stream))  # reads, validates and tokenises the first block of every source
         return {
-            "model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
-            "tokenizer_size": len(tokenizer), "new_tokens": len(new_ids), "sources": [s.name for s in recipe.data.sources],
+            **describe_model(recipe.model, len(tokenizer)), "tokenizer_size": len(tokenizer),
+            "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
+            "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
             "total_tokens": tokens_per_step * train.max_steps, "resume_from": str(resume_from) if resume_from else None,
             "precision": precision, "heldout_sets": list(heldout),
         }
 
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    if recipe.lora.enabled:
+        model = apply_lora(model, recipe.lora, new_ids)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
         save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")

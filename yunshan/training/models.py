@@ -75,6 +75,30 @@ def load_model(model_args, vocab_size: int | None = None):
     return PanguPiForCausalLM(config)
 
 
+def describe_model(model_args, vocab_size: int | None = None) -> dict:
+    """Class and parameter count of the model a recipe names, from its config only (meta device, no weights)."""
+    from transformers import AutoConfig
+
+    import yunshan  # noqa: F401
+    from yunshan.models.info import count_parameters_by_part
+
+    if model_args.name_or_path:
+        path = Path(model_args.name_or_path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
+        config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    else:
+        from yunshan.models.pangu_pi import PanguPiConfig
+
+        overrides = dict(model_args.config_overrides or {})
+        if vocab_size is not None:
+            overrides.setdefault("vocab_size", vocab_size)
+        config = PanguPiConfig.from_preset(model_args.preset, **overrides)
+    parts = count_parameters_by_part(config)
+    return {"model_type": config.model_type, "architectures": getattr(config, "architectures", None),
+            "parameters": parts["total"], "vocab_size": config.vocab_size}
+
+
 def grow_embeddings(model, base_tokenizer, tokenizer, init: str = "subword_mean") -> list[int]:
     """Give the model rows for the ids an extended tokenizer adds to the model's own (base) tokenizer.
 

@@ -259,10 +259,6 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     base_tokenizer = load_tokenizer(base_path) if base_path else None
 
     rows, heldout, report = build_sft_data(recipe, tokenizer)
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids)
 
     from accelerate import PartialState
 
@@ -274,11 +270,17 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     real = report["real_tokens"]
     if recipe.data.packing:
         report["non_padding_share"] = real / (len(rows) * recipe.data.max_length)
-    if dry_run:
-        return {"model": type(model).__name__, "rows": len(rows), "samples": report["samples"],
+    if dry_run:  # no weights are loaded
+        from yunshan.training.models import describe_model
+
+        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report["samples"],
                 "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
                 "sources": report["sources"], "precision": precision}
 
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    if recipe.lora.enabled:
+        model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
     resume_from = None
     if train.resume == "auto":
