@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/yunshan demo
+	$(VENV)/bin/yunshan run recipes/demo_tiny.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -24,7 +24,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "export": ("yunshan.hub", "export a run or model folder for the Hub: safetensors, code, tokenizer, model card"),
     "push": ("yunshan.push", "upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or the login)"),
-    "demo": ("yunshan.demo", "train a tiny PanGu-π on bundled text for a few steps and generate a sample"),
     "tokenizer": ("yunshan.tokenizer.commands", "extend a tokenizer with domain vocabulary; compare compression"),
 }
 

@@ -64,15 +64,27 @@ def load_model(model_args, vocab_size: int | None = None):
             attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
         )
         return model
-    from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+    config = preset_config(model_args, vocab_size)
+    config._attn_implementation = model_args.attn_implementation
+    torch.manual_seed(model_args.init_seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def preset_config(model_args, vocab_size: int | None = None):
+    """The config of a named preset (PanGu-π: pangu-pi-7b, pangu-pi-1b, tiny; OTCE: otce-1b, otce-281m,
+    otce-tiny) with the recipe's overrides; vocab_size defaults to the tokenizer's."""
+    from yunshan.models.otce import OTCE_PRESETS, OtceConfig
+    from yunshan.models.pangu_pi import PANGU_PI_PRESETS, PanguPiConfig
 
     overrides = dict(model_args.config_overrides or {})
     if vocab_size is not None:
         overrides.setdefault("vocab_size", vocab_size)
-    config = PanguPiConfig.from_preset(model_args.preset, **overrides)
-    config._attn_implementation = model_args.attn_implementation
-    torch.manual_seed(model_args.init_seed)
-    return PanguPiForCausalLM(config)
+    if model_args.preset in OTCE_PRESETS:
+        return OtceConfig.from_preset(model_args.preset, **overrides)
+    if model_args.preset in PANGU_PI_PRESETS:
+        return PanguPiConfig.from_preset(model_args.preset, **overrides)
+    raise ValueError(f"model.preset {model_args.preset!r} is not a preset; valid: "
+                     f"{', '.join([*PANGU_PI_PRESETS, *OTCE_PRESETS])}")
 
 
 def describe_model(model_args, vocab_size: int | None = None) -> dict:
@@ -88,12 +100,7 @@ def describe_model(model_args, vocab_size: int | None = None) -> dict:
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
         config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
     else:
-        from yunshan.models.pangu_pi import PanguPiConfig
-
-        overrides = dict(model_args.config_overrides or {})
-        if vocab_size is not None:
-            overrides.setdefault("vocab_size", vocab_size)
-        config = PanguPiConfig.from_preset(model_args.preset, **overrides)
+        config = preset_config(model_args, vocab_size)
     parts = count_parameters_by_part(config)
     return {"model_type": config.model_type, "architectures": getattr(config, "architectures", None),
             "parameters": parts["total"], "vocab_size": config.vocab_size}
