@@ -27,7 +27,7 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                          "logging_steps": 2},
         },
         "tokenizer_extension": {"corpus": [f"{s}/corpora/finance/train.jsonl", f"{s}/corpora/legal/train.jsonl"],
-                                "words": [str(ROOT / "recipes/wordlists/demo_terms_zh.txt")], "new_tokens": 150,
+                                "words": [str(ROOT / "recipes/wordlists/demo_terms_zh.txt")], "new_tokens": 320,
                                 "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
         "eval": {"tasks": ["bpc", "fineval"], "limit": 2, "shots": 0, "mode": "cloze", "max_length": 64,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},

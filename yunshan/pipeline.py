@@ -232,9 +232,9 @@ class PipelineRunner:
 
     def save_manifest(self, manifest: dict) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        manifest["stages"] = {s: manifest["stages"][s] for s in STAGES if s in manifest["stages"]}
+        manifest["stage_list"] = [{"name": s, **manifest["stages"][s]} for s in STAGES if s in manifest["stages"]]
         ordered = dict(manifest)
-        ordered["stages"] = {s: manifest["stages"][s] for s in STAGES if s in manifest["stages"]}
-        ordered["stage_list"] = [{"name": s, **manifest["stages"][s]} for s in STAGES if s in manifest["stages"]]
         tmp = self.manifest_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(ordered, indent=2, ensure_ascii=False))
         os.replace(tmp, self.manifest_path)

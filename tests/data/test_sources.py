@@ -162,3 +162,29 @@ def test_datasets_sources_saved_folder_and_resume(tmp_path):
     ds.save_to_disk(tmp_path / "saved")
     texts, _ = all_texts(SourceArgs(name="hf", dataset=str(tmp_path / "saved"), shuffle=False))
     assert texts == [f"doc {i}" for i in range(10)]
+
+
+def test_datasets_folder_streams_and_resumes_from_its_state(tmp_path):
+    """A folder of data files given as `dataset` streams through datasets' IterableDataset; a restored state
+    continues where it was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for shard in range(2):
+        rows = [{"text": f"shard {shard} doc {i}"} for i in range(6)]
+        pq.write_table(pa.Table.from_pylist(rows), folder / f"train-{shard}.parquet")
+    args = SourceArgs(name="hf", dataset=str(folder), shuffle=False)
+    stream = SourceStream(args, lambda ts: [[ord(c) for c in t] for t in ts], seed=0, block_size=4)
+    texts = []
+    for _ in range(12):
+        piece, _, _ = stream.next_piece(10**6)
+        texts.append("".join(map(chr, piece)))
+        if len(texts) == 5:
+            state = json.loads(json.dumps(stream.state()))
+    assert sorted(texts) == sorted(f"shard {s} doc {i}" for s in range(2) for i in range(6))
+    resumed = SourceStream(args, lambda ts: [[ord(c) for c in t] for t in ts], seed=0, block_size=4)
+    resumed.restore(state)
+    rest = ["".join(map(chr, resumed.next_piece(10**6)[0])) for _ in range(7)]
+    assert rest == texts[5:]

@@ -163,6 +163,11 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                                     recipe.monitor.max_length or recipe.data.seq_len, logger)
         callbacks.append(monitor)
     if train.tensorboard:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+            raise ValueError("training.tensorboard is true but TensorBoard is not installed: "
+                             "pip install 'yunshan[tensorboard]' (or set training.tensorboard: false)")
         os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
     scheduler, scheduler_kwargs = {
         "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),

@@ -336,6 +336,11 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         use_cache=False,
     )
     if train.tensorboard:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+            raise ValueError("training.tensorboard is true but TensorBoard is not installed: "
+                             "pip install 'yunshan[tensorboard]' (or set training.tensorboard: false)")
         os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step)
