@@ -451,3 +451,17 @@ def test_base_model_class_is_registered():
 def test_tiny_preset_builds():
     model = PanguPiForCausalLM(PanguPiConfig.from_preset("tiny"))
     assert model.config.vocab_size == PANGU_PI_PRESETS["tiny"]["vocab_size"]
+
+
+def test_upcycle_command_writes_a_folder_with_unchanged_logits(tmp_path):
+    llama = LlamaForCausalLM(llama_config()).eval()
+    llama.save_pretrained(tmp_path / "llama")
+    exe = os.path.join(os.path.dirname(sys.executable), "yunshan")
+    result = subprocess.run([exe, "model", "upcycle", str(tmp_path / "llama"), str(tmp_path / "pangu"),
+                             "--siaf-terms", "2", "--aug-shortcuts", "1", "--aug-reduction", "8"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "pangu").eval()
+    assert model.config.siaf_terms == 2 and model.config.aug_shortcuts == 1
+    ids = torch.randint(0, VOCAB, (2, 12))
+    assert (model(ids).logits - llama(ids).logits).abs().max() <= 1e-5
