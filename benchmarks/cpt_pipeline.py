@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as yunshan sets it; must precede importing torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
