@@ -186,6 +186,33 @@ def test_siaf_matches_hand_computation():
     assert torch.allclose(fresh.bias[:, 0], torch.tensor([-0.5, 0.0, 0.5]))
 
 
+@pytest.mark.parametrize("names", [["silu", "silu"], ["silu", "gelu", "gelu_tanh"], ["relu", "identity"]])
+def test_siaf_hand_written_backward_equals_autograd(names):
+    """Training with n > 1 uses a hand-written backward; its gradients must equal autograd's, in float64."""
+    from yunshan.models.pangu_pi.modeling_pangu_pi import SIAF_FUNCTIONS
+
+    model = build(siaf_terms=len(names), siaf_activations=names).double()
+    siaf = model.model.layers[0].mlp.act_fn
+    assert siaf.fused_backward
+    with torch.no_grad():
+        siaf.weight.normal_(1.0, 0.3)
+        siaf.bias.normal_(0.0, 0.5)
+    u = (torch.randn(2, 5, 64, dtype=torch.float64) * 2).requires_grad_()
+    out = siaf(u)
+    probe = torch.randn_like(out)
+    grads = torch.autograd.grad((out * probe).sum(), (u, siaf.weight, siaf.bias))
+    u_ref = u.detach().clone().requires_grad_()
+    ref = sum(SIAF_FUNCTIONS[n](siaf.weight[i] * u_ref + siaf.bias[i]) for i, n in enumerate(names))
+    ref_grads = torch.autograd.grad((ref * probe).sum(), (u_ref, siaf.weight, siaf.bias))
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    # The input alone, or the parameters alone, may need gradients (frozen SIAF under LoRA, frozen inputs).
+    siaf.requires_grad_(False)
+    (g_u,) = torch.autograd.grad((siaf(u) * probe).sum(), (u,))
+    torch.testing.assert_close(g_u, ref_grads[0], rtol=1e-10, atol=1e-10)
+
+
 def test_shortcut_zero_init_leaves_logits_unchanged():
     with_shortcut = PanguPiForCausalLM(tiny_config(aug_shortcuts=2, aug_zero_init=True)).eval()
     without = PanguPiForCausalLM(tiny_config(aug_shortcuts=0)).eval()
