@@ -1,7 +1,8 @@
 """PanGu-π against transformers' LlamaForCausalLM on this machine's CPU: a benchmark, not a timed test.
 
-    .venv/bin/python benchmarks/model_speed.py            # about 4 minutes on 2 cores
-    .venv/bin/python benchmarks/model_speed.py --quick    # smaller sizes, under a minute
+    .venv/bin/python benchmarks/model_speed.py                # 1 torch thread, about 17 minutes
+    .venv/bin/python benchmarks/model_speed.py --threads 2    # both cores, about 8 minutes
+    .venv/bin/python benchmarks/model_speed.py --quick        # smaller sizes, a couple of minutes
 
 (a) Equal depth (same hidden size, heads, layers and vocabulary): training-step tokens/s and greedy decode ms/token
     of PanGu-π (SIAF n=2, one augmented shortcut r=32) over LLaMA. The paper's overhead at equal depth is
@@ -12,7 +13,13 @@
     `--full-width` uses hidden 2048.
 
 The two models run alternately, step by step, in one process; each ratio is the median over rounds of the two
-sides' times in that round, so a burst of load from other processes on this shared machine hits both alike. Results go to benchmarks/results/model_speed.json.
+sides' times in that round, so a burst of load from other processes on this shared machine hits both alike; a
+second LLaMA of the same shape runs in the same rounds as an A/A control, and its ratio to the first shows the
+run's noise floor. One torch thread by default, as benchmarks/otce_speed.py: with two threads on this shared
+2-core machine every op pays a wake-up of the second (sleeping, OMP_WAIT_POLICY=PASSIVE) thread, tens of
+microseconds, which weighs on PanGu-π's extra small ops (the shortcut's d x d/r matmuls and GELU) rather than on
+the architecture's arithmetic; `--threads 2` measures that setting. Results go to
+benchmarks/results/model_speed.json.
 """
 
 from __future__ import annotations
@@ -78,21 +85,24 @@ def llama_layers_for_equal_params(pangu: PanguPiForCausalLM, llama_vocab: int, h
     return best[0]
 
 
-def run_pair(name_a, model_a, name_b, model_b, rounds, do_train, batch, seq, prompt, new_tokens):
-    """Alternate the two models step by step: one training step each, then one decode chunk each, `rounds`
-    times (the first side alternates too). Medians per side, so a burst of load elsewhere hits both alike."""
-    results = {name_a: {"train_s": [], "decode_ms": []}, name_b: {"train_s": [], "decode_ms": []}}
+def run_group(models: dict, rounds, do_train, batch, seq, prompt, new_tokens):
+    """Alternate the models step by step: one training step each, then decode chunks each, `rounds` times (the
+    order reverses every round and every chunk). Ratios are paired: each round's time of a model over the same
+    round's time of the first model (the reference), then the median, so a burst of load elsewhere hits all alike.
+    A second, identically configured copy of the reference in the group measures the noise floor (A/A ratio)."""
+    names = list(models)
+    results = {name: {"train_s": [], "decode_ms": []} for name in names}
     optims = {}
     if do_train:
-        for name, model in ((name_a, model_a), (name_b, model_b)):
+        for name, model in models.items():
             optims[name] = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
             model.train()
             train_step_seconds(model, optims[name], batch, seq)  # warm-up
-    for model in (model_a, model_b):
+    for model in models.values():
         model.eval()
         decode_ms_per_token(model, prompt, 4)  # warm-up
     for r in range(rounds):
-        order = [(name_a, model_a), (name_b, model_b)]
+        order = list(models.items())
         if r % 2:
             order.reverse()
         if do_train:
@@ -103,15 +113,15 @@ def run_pair(name_a, model_a, name_b, model_b, rounds, do_train, batch, seq, pro
             for name, model in order if repeat % 2 == 0 else order[::-1]:
                 model.eval()
                 results[name]["decode_ms"].append(decode_ms_per_token(model, prompt, new_tokens))
-    summary = {
-        # Paired ratios: each round's b over the same round's a, then the median (robust to load bursts).
-        "paired_decode_ratio": statistics.median(
-            b / a for a, b in zip(results[name_a]["decode_ms"], results[name_b]["decode_ms"])),
-    }
-    if do_train:
-        summary["paired_train_time_ratio"] = statistics.median(
-            b / a for a, b in zip(results[name_a]["train_s"], results[name_b]["train_s"]))
-    for name, model in ((name_a, model_a), (name_b, model_b)):
+    ref = names[0]
+
+    def paired(name, key):
+        return statistics.median(b / a for a, b in zip(results[ref][key], results[name][key]))
+
+    summary = {"ratios": {name: {"decode": paired(name, "decode_ms"),
+                                 **({"train": paired(name, "train_s")} if do_train else {})}
+                          for name in names[1:]}}
+    for name, model in models.items():
         row = {"params": count(model), "layers": model.config.num_hidden_layers,
                "vocab": model.config.vocab_size, "decode_ms_per_token": statistics.median(results[name]["decode_ms"])}
         if do_train:
@@ -125,10 +135,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller models and fewer rounds")
     parser.add_argument("--full-width", action="store_true", help="(b) at the paper's 1B width (hidden 2048)")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: no thread-pool wake-up per op; see the module docstring)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "model_speed.json"))
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads)
     rounds = args.rounds or (3 if args.quick else 10)
 
     # (a) equal depth
@@ -137,9 +149,11 @@ def main(argv=None):
                   num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=2048)
     pangu = PanguPiForCausalLM(PanguPiConfig(**shared, siaf_terms=2, aug_shortcuts=1, aug_reduction=32))
     llama = LlamaForCausalLM(LlamaConfig(**shared))
+    control = LlamaForCausalLM(LlamaConfig(**shared))  # an A/A control: the same LLaMA again, other weights
     batch, seq = (4, 128) if args.quick else (4, 256)
-    equal_depth = run_pair("llama", llama, "pangu_pi", pangu, rounds, True, batch, seq, 32, 16)
-    del pangu, llama
+    equal_depth = run_group({"llama": llama, "pangu_pi": pangu, "llama (A/A control)": control},
+                            rounds, True, batch, seq, 32, 32)
+    del pangu, llama, control
 
     # (b) equal parameter count: PanGu-π-1B shape (12 layers, 100,883 vocabulary) against a deeper 32k LLaMA.
     hidden_b = 2048 if args.full_width else (512 if args.quick else 1024)
@@ -152,13 +166,16 @@ def main(argv=None):
     llama_b = LlamaForCausalLM(LlamaConfig(
         vocab_size=32000, hidden_size=hidden_b, intermediate_size=inter_b, num_hidden_layers=llama_layers,
         num_attention_heads=heads_b))
-    equal_params = run_pair("llama", llama_b, "pangu_pi", pangu_b, rounds, False, 0, 0, 32, 16)
+    equal_params = run_group({"llama": llama_b, "pangu_pi": pangu_b}, rounds, False, 0, 0, 32, 32)
 
+    depth_ratios, params_ratios = equal_depth.pop("ratios"), equal_params.pop("ratios")
     ratios = {
-        "equal_depth_train_time_ratio": equal_depth.pop("paired_train_time_ratio"),
-        "equal_depth_decode_ratio": equal_depth.pop("paired_decode_ratio"),
-        "equal_params_decode_ratio": equal_params.pop("paired_decode_ratio"),
+        "equal_depth_train_time_ratio": depth_ratios["pangu_pi"]["train"],
+        "equal_depth_decode_ratio": depth_ratios["pangu_pi"]["decode"],
+        "equal_params_decode_ratio": params_ratios["pangu_pi"]["decode"],
     }
+    noise = {"train_time_ratio": depth_ratios["llama (A/A control)"]["train"],
+             "decode_ratio": depth_ratios["llama (A/A control)"]["decode"]}
     targets = {"equal_depth_train_time_ratio": 1.05, "equal_depth_decode_ratio": 1.05, "equal_params_decode_ratio": 0.92}
 
     print(f"\nPanGu-π vs LLaMA on {platform.processor() or platform.machine()}, torch {torch.__version__}, "
@@ -176,6 +193,9 @@ def main(argv=None):
     for key, value in ratios.items():
         ok = "ok" if value <= targets[key] else "MISSED"
         print(f"| {key} | {value:.3f} | {paper[key]:.2f} | <= {targets[key]:.2f} ({ok}) |")
+    print(f"\nA/A control (a second LLaMA of the equal-depth shape over the first, same rounds): training time "
+          f"{noise['train_time_ratio']:.3f}, decode {noise['decode_ratio']:.3f}; the distance of these from 1.000 "
+          f"is this run's noise floor.")
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +203,7 @@ def main(argv=None):
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "rounds": rounds,
         "equal_depth": equal_depth, "equal_params": equal_params, "ratios": ratios, "targets": targets,
+        "aa_control_ratios": noise,
     }, indent=2))
     print(f"\nwrote {out}")
     return 0

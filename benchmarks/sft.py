@@ -146,7 +146,10 @@ def run_trl(model_dir: Path, data_file: Path, out: Path, packing: bool, steps: i
                        adam_beta1=0.9, adam_beta2=0.95, weight_decay=0.0, lr_scheduler_type="cosine",
                        warmup_steps=1, save_strategy="no", logging_steps=10**6, report_to=[], use_cpu=True,
                        disable_tqdm=True, max_length=512, packing=packing, assistant_only_loss=True,
-                       dataset_num_proc=1)
+                       dataset_num_proc=1,
+                       # TRL's own defaults are bf16=True and gradient_checkpointing=True; both runs use fp32
+                       # without checkpointing, as yunshan does on CPU
+                       bf16=False, gradient_checkpointing=False)
     times = []
     trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), args=config, train_dataset=dataset,
                          processing_class=tokenizer, callbacks=[step_timer(times)])
@@ -177,9 +180,10 @@ def main(argv=None):
         tmp = Path(tmp)
         model_dir, data_file, n = make_model_and_data(tmp, 600 if args.quick else 1500)
         for r in range(rounds):
+            # one fresh output folder per run: yunshan resumes a finished run in an existing folder
             order = list(runs.items()) if r % 2 == 0 else list(runs.items())[::-1]
             for name, (fn, packing) in order:
-                results[name].append(fn(model_dir, data_file, tmp / f"{len(results[name])}{name[:3]}", packing, steps))
+                results[name].append(fn(model_dir, data_file, tmp / f"run{r}-{list(runs).index(name)}", packing, steps))
     table = {name: {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
                     "non_padding_share": statistics.median(r["non_padding_share"] for r in rs)}
              for name, rs in results.items()}
