@@ -381,16 +381,7 @@ class PanguPiAugmentedShortcut(nn.Module):
         self.fc2.zero_init = config.aug_zero_init
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = self.fc1(z)
-        if h.numel() <= 4096 and not torch.is_grad_enabled():
-            # Decoding: the same exact GELU, 0.5 h (1 + erf(h / sqrt 2)), as three small element-wise ops. On CPU,
-            # F.gelu of a few dozen values costs a wake-up of the thread pool (about 50-80 us per layer and
-            # token, measured between the large matmuls of a decoding step); these ops run on the calling thread.
-            half = h * 0.5
-            h = torch.addcmul(half, half, torch.erf(h * 0.7071067811865476))
-        else:
-            h = F.gelu(h)
-        return self.fc2(h)
+        return self.fc2(F.gelu(self.fc1(z)))
 
     def extra_repr(self):
         return f"shortcuts={self.num_shortcuts}, bottleneck={self.bottleneck}"
