@@ -49,21 +49,39 @@ def prefix_token_id(tokenizer) -> int:
     raise ValueError("the tokenizer has neither a BOS nor an EOS token; cannot score the first token of a text")
 
 
+def _split_pair(context: str, continuation: str) -> tuple[str, str]:
+    """lm-eval's rule: trailing whitespace of the context moves to the continuation."""
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces:
+        context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+    return context, continuation
+
+
+def _join_pair(tokenizer, whole: list[int], n_context: int, add_bos: bool) -> tuple[list[int], list[int]]:
+    context_ids, continuation_ids = whole[:n_context], whole[n_context:]
+    if add_bos or not context_ids:
+        context_ids = [prefix_token_id(tokenizer)] + context_ids
+    return context_ids, continuation_ids
+
+
 def encode_pair(tokenizer, context: str, continuation: str, add_bos: bool = False) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) as lm-eval's HFLM computes them.
 
     The whole string is encoded once and split after as many tokens as the context alone has, so a tokenizer
     that merges across the boundary still yields the tokens the model would really see.
     """
-    n_spaces = len(context) - len(context.rstrip())
-    if n_spaces:
-        context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+    context, continuation = _split_pair(context, continuation)
     whole = _encode(tokenizer, context + continuation)
-    n_context = len(_encode(tokenizer, context))
-    context_ids, continuation_ids = whole[:n_context], whole[n_context:]
-    if add_bos or not context_ids:
-        context_ids = [prefix_token_id(tokenizer)] + context_ids
-    return context_ids, continuation_ids
+    return _join_pair(tokenizer, whole, len(_encode(tokenizer, context)), add_bos)
+
+
+def encode_pairs(tokenizer, pairs: list[tuple[str, str]], add_bos: bool = False) -> list[tuple[list[int], list[int]]]:
+    """`encode_pair` of many (context, continuation) pairs: the same ids, but every distinct string is encoded
+    once (a question's context serves all its options) and all of them in one batched tokenizer call."""
+    split = [_split_pair(c, o) for c, o in pairs]
+    texts = list(dict.fromkeys(t for c, o in split for t in (c, c + o)))
+    ids = dict(zip(texts, tokenizer(texts, add_special_tokens=False)["input_ids"])) if texts else {}
+    return [_join_pair(tokenizer, ids[c + o], len(ids[c]), add_bos) for c, o in split]
 
 
 def _accepts_logits_to_keep(model) -> bool:
@@ -112,11 +130,12 @@ def _accepts_cache(model) -> bool:
 
 
 def _common_prefix_length(rows: list[list[int]]) -> int:
-    first, n = rows[0], min(len(r) for r in rows)
-    for k in range(n):
-        if any(r[k] != first[k] for r in rows[1:]):
-            return k
-    return n
+    n = min(len(r) for r in rows)
+    if len(rows) == 1 or n == 0:
+        return n
+    block = torch.tensor([r[:n] for r in rows], dtype=torch.long)
+    differs = (block != block[0]).any(dim=0).nonzero()
+    return int(differs[0]) if len(differs) else n
 
 
 @torch.no_grad()
@@ -191,7 +210,11 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
     from tqdm.auto import tqdm
 
     max_length = lm.max_length
-    encoded = [[encode_pair(lm.tokenizer, ctx, opt, add_bos) for opt in opts] for ctx, opts in requests]
+    flat = encode_pairs(lm.tokenizer, [(ctx, opt) for ctx, opts in requests for opt in opts], add_bos)
+    encoded, start = [], 0
+    for _, opts in requests:
+        encoded.append(flat[start: start + len(opts)])
+        start += len(opts)
     for i, pairs in enumerate(encoded):
         if any(not cont for _, cont in pairs):
             raise ValueError(f"an option of request {i} encodes to no tokens: {requests[i][1]}")

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from yunshan.eval.likelihood import encode_pair, rolling_nll, score_choices, sliding_windows
+from yunshan.eval.likelihood import encode_pair, encode_pairs, rolling_nll, score_choices, sliding_windows
 
 PROMPTS = [
     "以下是中国关于会计考试的单项选择题，请选出其中的正确答案。\n\n企业的资产负债表反映的是\nA. 财务状况\nB. 经营成果\nC. 现金流量\nD. 利润\n答案：",
@@ -60,6 +60,16 @@ def test_encode_pair_moves_trailing_space_like_lm_eval(llama):
     ctx, cont = encode_pair(llama.tokenizer, "答案： ", "A")
     ctx2, cont2 = encode_pair(llama.tokenizer, "答案：", " A")
     assert (ctx, cont) == (ctx2, cont2)
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_encode_pairs_equals_encode_pair_one_by_one(llama, add_bos):
+    """The batched, de-duplicated encoding gives exactly encode_pair's ids, pair by pair."""
+    pairs = [(p, o) for p in PROMPTS for o in ("A", " B", "财务状况", "")]
+    pairs += [("答案： ", "A"), ("", "银行"), (PROMPTS[0], "A")]
+    expected = [encode_pair(llama.tokenizer, c, o, add_bos) for c, o in pairs]
+    assert encode_pairs(llama.tokenizer, pairs, add_bos) == expected
+    assert encode_pairs(llama.tokenizer, [], add_bos) == []
 
 
 def test_sliding_windows_score_every_target_once():
