@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

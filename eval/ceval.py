@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .multiple_choice import Question, answer_questions, read_choice_csv
+from .multiple_choice import Question, answer_questions, cloze_neutral, cloze_prompt, read_choice_csv
 
 COLUMNS = {"id": "id", "question": "question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "answer"}
 HEADER_HINT = "id,question,A,B,C,D,answer[,explanation]"
@@ -104,29 +104,17 @@ def render_prompt(subject_chinese: str, shots: list[Question], query: Question, 
 
 
 def render_cloze_prompt(subject_chinese: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
-    """Cloze prompt and the four continuations scored. A fill-in question ("...是指（ ）。") is cut at its blank:
-    the prompt ends before the blank and each option's text, followed by the rest of the question, continues it;
-    other questions end with "答案：" and each option's text follows. Shots show their question with the answer's text.
-    """
-    from .multiple_choice import split_at_blank
-
-    header = f"以下是中国关于{subject_chinese}考试的题目，请给出正确答案。\n\n"
-
-    def filled(q):
-        before, after = split_at_blank(q.question)
-        answer = q.options["ABCD".index(q.answer)]
-        return f"{before}{answer}{after}" if after is not None else f"{q.question}\n答案：{answer}"
-
-    before, after = split_at_blank(query.question)
-    shots_text = "".join(filled(s) + "\n\n" for s in shots)
-    if after is not None:
-        return header + shots_text + f"{before}", [o + after for o in query.options]
-    return header + shots_text + f"{query.question}\n答案：", list(query.options)
+    """Cloze prompt and the four continuations scored (see multiple_choice.cloze_prompt); questions end "答案："."""
+    return cloze_prompt(_cloze_header(subject_chinese), "", "答案：", shots, query)
 
 
 def cloze_neutral_context(subject_chinese: str, shots: list[Question]) -> str:
     """The cloze prompt without the question (the baseline of mutual-information scoring)."""
-    return render_cloze_prompt(subject_chinese, shots, Question("", "答案：（ ）", ("", "", "", ""), None, "", 0))[0]
+    return cloze_neutral(_cloze_header(subject_chinese), "", "答案：", shots)
+
+
+def _cloze_header(subject_chinese: str) -> str:
+    return f"以下是中国关于{subject_chinese}考试的题目，请给出正确答案。\n\n"
 
 
 def choices_for(style: str) -> list[str]:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .multiple_choice import Question, answer_questions, read_choice_csv
+from .multiple_choice import Question, answer_questions, cloze_neutral, cloze_prompt, read_choice_csv
 
 COLUMNS = {"question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
 HEADER_HINT = ",Question,A,B,C,D,Answer"
@@ -88,29 +88,18 @@ def render_prompt(subject_name: str, shots: list[Question], query: Question) -> 
 
 
 def render_cloze_prompt(subject_name: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
-    """Cloze prompt and the four continuations scored. A fill-in question ("...是指（ ）。") is cut at its blank:
-    the prompt ends before the blank and each option's text, followed by the rest of the question, continues it;
-    other questions end with "答案是：" and each option's text follows. Shots show their question with the answer's text.
-    """
-    from .multiple_choice import split_at_blank
-
-    header = f"以下是关于{subject_name}的题目，请直接给出正确答案。\n\n"
-
-    def filled(q):
-        before, after = split_at_blank(q.question)
-        answer = q.options["ABCD".index(q.answer)]
-        return f"题目：{before}{answer}{after}" if after is not None else f"题目：{q.question}\n答案是：{answer}"
-
-    before, after = split_at_blank(query.question)
-    shots_text = "".join(filled(s) + "\n\n" for s in shots)
-    if after is not None:
-        return header + shots_text + f"题目：{before}", [o + after for o in query.options]
-    return header + shots_text + f"题目：{query.question}\n答案是：", list(query.options)
+    """Cloze prompt and the four continuations scored (see multiple_choice.cloze_prompt); questions start "题目："
+    and end "答案是："."""
+    return cloze_prompt(_cloze_header(subject_name), "题目：", "答案是：", shots, query)
 
 
 def cloze_neutral_context(subject_name: str, shots: list[Question]) -> str:
     """The cloze prompt without the question (the baseline of mutual-information scoring)."""
-    return render_cloze_prompt(subject_name, shots, Question("", "答案是：（ ）", ("", "", "", ""), None, "", 0))[0]
+    return cloze_neutral(_cloze_header(subject_name), "题目：", "答案是：", shots)
+
+
+def _cloze_header(subject_name: str) -> str:
+    return f"以下是关于{subject_name}的题目，请直接给出正确答案。\n\n"
 
 
 def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> dict:

@@ -130,6 +130,30 @@ def split_at_blank(question: str) -> tuple[str, str | None]:
     return question[: m.start()], question[m.end():]
 
 
+def cloze_prompt(header: str, lead: str, cue: str, shots: list[Question],
+                 query: Question) -> tuple[str, list[str]]:
+    """Cloze prompt and the four continuations scored, for a format whose questions start with `lead` and whose
+    answers follow `cue`. A fill-in question ("...是指（ ）。") is cut at its blank: the prompt ends before the
+    blank and each option's text, followed by the rest of the question, continues it; other questions end with the
+    cue and each option's text follows. Shots show their question with the answer's text."""
+
+    def filled(q):
+        before, after = split_at_blank(q.question)
+        answer = q.options["ABCD".index(q.answer)]
+        return f"{lead}{before}{answer}{after}" if after is not None else f"{lead}{q.question}\n{cue}{answer}"
+
+    before, after = split_at_blank(query.question)
+    shots_text = "".join(filled(s) + "\n\n" for s in shots)
+    if after is not None:
+        return header + shots_text + f"{lead}{before}", [o + after for o in query.options]
+    return header + shots_text + f"{lead}{query.question}\n{cue}", list(query.options)
+
+
+def cloze_neutral(header: str, lead: str, cue: str, shots: list[Question]) -> str:
+    """The cloze prompt without the question (the baseline of mutual-information scoring)."""
+    return cloze_prompt(header, lead, cue, shots, Question("", f"{cue}（ ）", ("", "", "", ""), None, "", 0))[0]
+
+
 def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
                  progress: bool = False, desc: str = "cloze", neutral: list[str] | None = None) -> list[Prediction]:
     """Cloze scoring: the prompt holds the question but not the options, and each option's text is scored as the

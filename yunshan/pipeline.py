@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -381,7 +380,7 @@ class PipelineRunner:
 
     def stage_base(self) -> dict:
         """Stand-in base: a byte-level BPE tokenizer on general text, then a small PanGu-π pretrained on it."""
-        from yunshan.recipe import CptRecipe, ModelArgs, MonitorArgs, TokenizerArgs
+        from yunshan.recipe import CptRecipe, MonitorArgs, TokenizerArgs
         from yunshan.training.cpt import run_cpt
 
         b = self.recipe.base
@@ -434,7 +433,7 @@ class PipelineRunner:
         return self._eval("eval_after", models)
 
     def stage_cpt(self) -> dict:
-        from yunshan.recipe import CptRecipe, ModelArgs, TokenizerArgs
+        from yunshan.recipe import CptRecipe, TokenizerArgs
         from yunshan.training.cpt import run_cpt
 
         c = self.recipe.cpt

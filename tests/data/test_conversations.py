@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import torch
 
 from fixtures import train_tokenizer
 from yunshan.data.chat import DEFAULT_CHAT_TEMPLATE, encode_conversation, ensure_chat_template, fit_to_length

@@ -71,7 +71,7 @@ def remote(exports, run_dir, tmp_path_factory):
         import torch
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
-        ids = torch.load({str(work / "ids.pt")!r})
+        ids = torch.load({str(work / "ids.pt")!r}, weights_only=True)
         out, kinds = {{}}, {{}}
         def load(path, **kw):
             return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **kw).eval()
@@ -93,7 +93,7 @@ def remote(exports, run_dir, tmp_path_factory):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=work, env=env,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
-    return {"ids": ids, "logits": torch.load(work / "logits.pt"), "stdout": result.stdout}
+    return {"ids": ids, "logits": torch.load(work / "logits.pt", weights_only=True), "stdout": result.stdout}
 
 
 def test_run_export_holds_exactly_the_model_files(run_export, run_dir):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -80,11 +79,11 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     """Run continual pretraining as the recipe says; returns a summary (paths and figures).
 
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
-    import torch
-    from transformers import TrainingArguments, default_data_collator, set_seed
+    from transformers import default_data_collator, set_seed
 
     from yunshan.recipe import save_recipe
-    from yunshan.training.checkpoints import YunshanTrainer, latest_complete_checkpoint, remove_incomplete_after
+    from yunshan.training.arguments import resolve_resume, training_arguments
+    from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after
     from yunshan.training.models import (
         apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
     from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
@@ -117,13 +116,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     tokens_per_step = sequences_per_step * recipe.data.seq_len
 
     ckpt_dir = out / "checkpoints"
-    resume_from = None
-    if train.resume == "auto":
-        resume_from = latest_complete_checkpoint(ckpt_dir)
-    elif train.resume != "never":
-        resume_from = Path(train.resume)
-        if not (resume_from / "COMPLETE").is_file():
-            raise FileNotFoundError(f"training.resume={train.resume}: not a complete checkpoint folder")
+    resume_from = resolve_resume(train.resume, ckpt_dir)
 
     if dry_run:  # no weights are loaded: the config is read and the parameters counted on the meta device
         from yunshan.training.models import describe_model
@@ -162,49 +155,10 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps,
                                     recipe.monitor.max_length or recipe.data.seq_len, logger)
         callbacks.append(monitor)
-    if train.tensorboard:
-        import importlib.util
-
-        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-            raise ValueError("training.tensorboard is true but TensorBoard is not installed: "
-                             "pip install 'yunshan[tensorboard]' (or set training.tensorboard: false)")
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
-    scheduler, scheduler_kwargs = {
-        "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),
-        "linear": ("linear", {}),
-        "constant": ("constant_with_warmup", {}),
-    }[train.lr_scheduler]
-    targs = TrainingArguments(
-        output_dir=str(ckpt_dir),
-        max_steps=train.max_steps,
-        per_device_train_batch_size=train.per_device_batch_size,
-        gradient_accumulation_steps=train.gradient_accumulation_steps,
-        learning_rate=train.learning_rate,
-        lr_scheduler_type=scheduler,
-        lr_scheduler_kwargs=scheduler_kwargs,
-        warmup_steps=train.warmup_steps,
-        adam_beta1=train.adam_beta1,
-        adam_beta2=train.adam_beta2,
-        adam_epsilon=train.adam_epsilon,
-        weight_decay=train.weight_decay,
-        max_grad_norm=train.max_grad_norm,
-        activation_checkpointing=train.gradient_checkpointing,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        logging_steps=train.logging_steps,
-        save_strategy="steps",
-        save_steps=train.save_steps,
-        save_total_limit=train.save_total_limit,
-        seed=train.seed,
-        report_to=["tensorboard"] if train.tensorboard else [],
-        use_cpu=not torch.cuda.is_available(),
+    targs = training_arguments(
+        train, out, ckpt_dir, train.max_steps, precision, rank_zero,
         ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
         dataloader_num_workers=0,  # the stream tracks its position in this process
-        deepspeed=train.deepspeed,
-        fsdp=train.fsdp or "",
-        fsdp_config=train.fsdp_config,
-        disable_tqdm=not rank_zero,
-        use_cache=False,  # also lets transformers see packed documents in restarting position ids
     )
     trainer = YunshanTrainer(
         model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,

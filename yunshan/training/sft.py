@@ -19,7 +19,6 @@ import json
 import math
 import os
 import time
-from collections import Counter
 from pathlib import Path
 
 import torch
@@ -230,11 +229,12 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
 
 def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
 
     from yunshan.data.chat import ensure_chat_template
     from yunshan.recipe import save_recipe
-    from yunshan.training.checkpoints import latest_complete_checkpoint, remove_incomplete_after
+    from yunshan.training.arguments import resolve_resume, training_arguments
+    from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
         apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
@@ -282,13 +282,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
-    resume_from = None
-    if train.resume == "auto":
-        resume_from = latest_complete_checkpoint(ckpt_dir)
-    elif train.resume != "never":
-        resume_from = Path(train.resume)
-        if not (resume_from / "COMPLETE").is_file():
-            raise FileNotFoundError(f"training.resume={train.resume}: not a complete checkpoint folder")
+    resume_from = resolve_resume(train.resume, ckpt_dir)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
         save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
@@ -297,51 +291,12 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
               f"{len(rows)} rows; {max_steps} steps; chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
 
-    scheduler, scheduler_kwargs = {
-        "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),
-        "linear": ("linear", {}),
-        "constant": ("constant_with_warmup", {}),
-    }[train.lr_scheduler]
-    targs = TrainingArguments(
-        output_dir=str(ckpt_dir),
-        max_steps=max_steps,
-        per_device_train_batch_size=train.per_device_batch_size,
-        gradient_accumulation_steps=train.gradient_accumulation_steps,
-        learning_rate=train.learning_rate,
-        lr_scheduler_type=scheduler,
-        lr_scheduler_kwargs=scheduler_kwargs,
-        warmup_steps=train.warmup_steps,
-        adam_beta1=train.adam_beta1,
-        adam_beta2=train.adam_beta2,
-        adam_epsilon=train.adam_epsilon,
-        weight_decay=train.weight_decay,
-        max_grad_norm=train.max_grad_norm,
-        activation_checkpointing=train.gradient_checkpointing,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        logging_steps=train.logging_steps,
-        save_strategy="steps",
-        save_steps=train.save_steps,
-        save_total_limit=train.save_total_limit,
-        seed=train.seed,
+    targs = training_arguments(
+        train, out, ckpt_dir, max_steps, precision, rank_zero,
         data_seed=recipe.data.seed,
-        report_to=["tensorboard"] if train.tensorboard else [],
-        use_cpu=not torch.cuda.is_available(),
         remove_unused_columns=False,  # source_ids feed the per-source losses
         neftune_noise_alpha=train.neftune_noise_alpha,
-        deepspeed=train.deepspeed,
-        fsdp=train.fsdp or "",
-        fsdp_config=train.fsdp_config,
-        disable_tqdm=not rank_zero,
-        use_cache=False,
     )
-    if train.tensorboard:
-        import importlib.util
-
-        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-            raise ValueError("training.tensorboard is true but TensorBoard is not installed: "
-                             "pip install 'yunshan[tensorboard]' (or set training.tensorboard: false)")
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step)
     trainer = make_trainer_class()(
