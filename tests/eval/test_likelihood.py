@@ -72,6 +72,22 @@ def test_encode_pairs_equals_encode_pair_one_by_one(llama, add_bos):
     assert encode_pairs(llama.tokenizer, [], add_bos) == []
 
 
+@pytest.mark.parametrize("split_special", [False, True])
+def test_direct_rust_encoding_equals_the_tokenizer_call(tokenizer_dir, split_special):
+    """encode_batch skips the BatchEncoding but must give the ids the ordinary call gives, whatever state an
+    earlier call left on the Rust tokenizer (truncation) and however special tokens in the text are treated."""
+    from transformers import AutoTokenizer
+
+    from yunshan.eval.likelihood import encode_batch
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir, split_special_tokens=split_special)
+    texts = PROMPTS + ["<s>答案：A</s>", "<|user|>银行 证券", "", "  两个空格 "]
+    tok(texts, truncation=True, max_length=5)  # leaves truncation set on the Rust tokenizer
+    assert encode_batch(tok, texts) == [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert len(encode_batch(tok, [PROMPTS[0]])[0]) > 5
+    assert (tok.convert_tokens_to_ids("<s>") in encode_batch(tok, ["<s>答案"])[0]) != split_special
+
+
 def test_sliding_windows_score_every_target_once():
     for n, max_len, stride in [(1, 4, 2), (10, 4, 2), (10, 4, 4), (37, 8, 3), (5, 16, 8)]:
         targets = []
@@ -132,12 +148,18 @@ def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, tok
         lm = request.getfixturevalue(which)
     import yunshan.eval.likelihood as lk
 
-    calls = []
-    original = lk._last_log_probs_shared_prefix
-    monkeypatch.setattr(lk, "_last_log_probs_shared_prefix", lambda *a: calls.append(a[2]) or original(*a))
+    calls = {"packed": [], "repeated": []}
+    for name, attr in (("packed", "last_log_probs_packed"), ("repeated", "_last_log_probs_shared_prefix")):
+        original = getattr(lk, attr)
+        monkeypatch.setattr(lk, attr, lambda *a, _f=original, _c=calls[name]: _c.append(a[2]) or _f(*a))
     prompts = _few_shot_prompts()
     scores = score_choices(lm, [(p, list("ABCD")) for p in prompts], batch_size=8)
-    assert len(calls) == 1 and calls[0] >= 100  # one batch, the shared prefix of more than 100 tokens ran once
+    # One batch, its shared prefix of more than 100 tokens ran once. Attention-only models pack the tails into one
+    # row (shared-prefix attention); the neighbour convolution would read across packed questions, so that model
+    # repeats the prefix cache instead.
+    path = "repeated" if which == "pangu_conv" else "packed"
+    assert len(calls[path]) == 1 and calls[path][0] >= 100
+    assert not calls["packed" if path == "repeated" else "repeated"]
     for prompt, s in zip(prompts, scores):
         assert s.logliks == pytest.approx(direct_logliks(lm, prompt, list("ABCD")), abs=1e-4)
 
