@@ -80,35 +80,6 @@ def encode_pair(tokenizer, context: str, continuation: str, add_bos: bool = Fals
     return _join_pair(tokenizer, whole, len(_encode(tokenizer, context)), add_bos)
 
 
-def direct_backend(tokenizer):
-    """The Rust tokenizer, set up as `tokenizer(texts, add_special_tokens=False)` would set it before calling its
-    `encode_batch`, when that call is all the transformers call does; None for classes that change that path."""
-    from transformers.tokenization_utils_base import PaddingStrategy, PreTrainedTokenizerBase, TruncationStrategy
-    from transformers.tokenization_utils_tokenizers import TokenizersBackend
-
-    kind = type(tokenizer)
-    if not (isinstance(tokenizer, TokenizersBackend) and kind.__call__ is PreTrainedTokenizerBase.__call__
-            and kind._encode_plus is TokenizersBackend._encode_plus
-            and not hasattr(tokenizer, "_switch_to_input_mode")):
-        return None
-    tokenizer.set_truncation_and_padding(PaddingStrategy.DO_NOT_PAD, TruncationStrategy.DO_NOT_TRUNCATE,
-                                         None, 0, None, None)
-    backend = tokenizer.backend_tokenizer
-    if backend.encode_special_tokens != tokenizer.split_special_tokens:
-        backend.encode_special_tokens = tokenizer.split_special_tokens
-    return backend
-
-
-def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
-    """`tokenizer(texts, add_special_tokens=False)["input_ids"]`, calling the Rust tokenizer directly when that is
-    all the call would do (turning the Rust encodings into a BatchEncoding is about a third of the time for
-    600-token prompts)."""
-    backend = direct_backend(tokenizer)
-    if backend is not None:
-        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
-
-
 def encode_pairs(tokenizer, pairs: list[tuple[str, str]], add_bos: bool = False) -> list[tuple[list[int], list[int]]]:
     """`encode_pair` of many (context, continuation) pairs: the same ids, but every distinct string is encoded
     once (a question's context serves all its options), lines shared between strings once where that is provably

@@ -38,7 +38,6 @@ import unicodedata
 from dataclasses import dataclass, field
 from itertools import chain
 
-GPT2_REGEX = "builtin"  # ByteLevel(use_regex=True) applies GPT-2's pattern itself
 _APOS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 SAFE_SPLIT_REGEXES = {
     # LLaMA-3 (tiktoken cl100k's pattern)
@@ -50,6 +49,35 @@ SAFE_SPLIT_REGEXES = {
 }
 SAFE_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase"}
 _START_CATEGORIES = ("L", "N", "P", "S")  # letters, digits, punctuation, symbols: never white space, never marks
+
+
+def direct_backend(tokenizer):
+    """The Rust tokenizer, set up as `tokenizer(texts, add_special_tokens=False)` would set it before calling its
+    `encode_batch`, when that call is all the transformers call does; None for classes that change that path."""
+    from transformers.tokenization_utils_base import PaddingStrategy, PreTrainedTokenizerBase, TruncationStrategy
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    kind = type(tokenizer)
+    if not (isinstance(tokenizer, TokenizersBackend) and kind.__call__ is PreTrainedTokenizerBase.__call__
+            and kind._encode_plus is TokenizersBackend._encode_plus
+            and not hasattr(tokenizer, "_switch_to_input_mode")):
+        return None
+    tokenizer.set_truncation_and_padding(PaddingStrategy.DO_NOT_PAD, TruncationStrategy.DO_NOT_TRUNCATE,
+                                         None, 0, None, None)
+    backend = tokenizer.backend_tokenizer
+    if backend.encode_special_tokens != tokenizer.split_special_tokens:
+        backend.encode_special_tokens = tokenizer.split_special_tokens
+    return backend
+
+
+def encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
+    """`tokenizer(texts, add_special_tokens=False)["input_ids"]`, calling the Rust tokenizer directly when that is
+    all the call would do (turning the Rust encodings into a BatchEncoding is about a third of the time for
+    600-token prompts)."""
+    backend = direct_backend(tokenizer)
+    if backend is not None:
+        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 def _safe_pre_tokenizer(state: dict | None) -> bool:
@@ -91,8 +119,6 @@ class LineSplitter:
     @classmethod
     def for_tokenizer(cls, tokenizer) -> LineSplitter | None:
         """A splitter when cutting at lines is provably exact for this tokenizer, else None."""
-        from .likelihood import direct_backend
-
         backend = direct_backend(tokenizer)
         if backend is None:
             return None
@@ -152,8 +178,6 @@ def common_prefix_length(a, b) -> int:
 def encode_texts(tokenizer, texts: list[str]) -> list[list[int]]:
     """input_ids (no special tokens added) of every text, as `tokenizer(text, add_special_tokens=False)` gives them;
     texts that share lines share their encoding work."""
-    from .likelihood import encode_batch
-
     splitter = LineSplitter.for_tokenizer(tokenizer) if len(texts) > 1 else None
     if splitter is None:
         return encode_batch(tokenizer, texts)

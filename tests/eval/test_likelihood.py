@@ -78,7 +78,7 @@ def test_direct_rust_encoding_equals_the_tokenizer_call(tokenizer_dir, split_spe
     earlier call left on the Rust tokenizer (truncation) and however special tokens in the text are treated."""
     from transformers import AutoTokenizer
 
-    from yunshan.eval.likelihood import encode_batch
+    from yunshan.eval.line_encoding import encode_batch
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir, split_special_tokens=split_special)
     texts = PROMPTS + ["<s>答案：A</s>", "<|user|>银行 证券", "", "  两个空格 "]
