@@ -16,7 +16,8 @@ High-Throughput LLM Inference with Shared Prefixes") and FlashInfer's cascade at
     merge:       o = o1 * exp(lse1 - lse) + o2 * exp(lse2 - lse), lse = logaddexp(lse1, lse2).
 
 The same softmax over the same keys, so the outputs equal ordinary attention up to float rounding (tested against
-the model's own forward). Compared with repeating the prefix cache over the batch (the fallback in likelihood.py),
+the model's own forward). In the last layer only the tails' last tokens get an output: after that attention every
+layer works per token, and only those positions' logits are read. Compared with repeating the prefix cache over the batch (the fallback in likelihood.py),
 this saves the copies of the cache, the padding of the tails in every projection and MLP, and the per-layer mask.
 
 Written here because transformers has no shared-prefix attention for its eager/SDPA paths and vLLM/FlashInfer need
@@ -47,17 +48,22 @@ class PackedTails:
     lengths: list[int]
     to_padded: torch.Tensor  # (batch * max_length,) packed index for every padded slot (pads point at slot 0)
     to_packed: torch.Tensor  # (n_packed,) padded flat index of every packed token
+    last: torch.Tensor  # (batch,) packed index of each tail's last token
+    valid: torch.Tensor  # (batch, width) True where a padded slot holds a real token
+    last_only_layer: int | None = None  # in this call (1-based), only the tails' last tokens need an output
     calls: int = field(default=0)
 
     @classmethod
-    def build(cls, prefix_length: int, lengths: list[int], device) -> PackedTails:
+    def build(cls, prefix_length: int, lengths: list[int], device, last_only_layer: int | None = None) -> PackedTails:
         width = max(lengths)
-        starts = torch.tensor([0] + lengths[:-1], dtype=torch.long).cumsum(0)
+        ends = torch.tensor(lengths, dtype=torch.long).cumsum(0)
+        starts = ends - torch.tensor(lengths)
         offsets = torch.arange(width)
         valid = offsets[None, :] < torch.tensor(lengths)[:, None]
         to_padded = torch.where(valid, starts[:, None] + offsets[None, :], 0).reshape(-1)
         to_packed = (torch.arange(len(lengths))[:, None] * width + offsets[None, :])[valid]
-        return cls(prefix_length, list(lengths), to_padded.to(device), to_packed.to(device))
+        return cls(prefix_length, list(lengths), to_padded.to(device), to_packed.to(device), (ends - 1).to(device),
+                   valid.to(device), last_only_layer)
 
     @property
     def width(self) -> int:
@@ -101,6 +107,8 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     groups = heads // kv_heads
     scale = scaling if scaling is not None else d ** -0.5
     prefix = layout.prefix_length
+    if layout.calls == layout.last_only_layer:
+        return _last_tokens_attention(layout, query, key, value, scale)
 
     # Prefix part: the `groups` query heads sharing a KV head are stacked along the sequence axis, so the prefix
     # keys are read once per KV head (no repeat over heads or questions).
@@ -126,6 +134,32 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     w1, w2 = torch.exp(lse1 - lse)[..., None], torch.exp(lse2 - lse)[..., None]
     out = (out1.float() * w1 + out2.float() * w2).to(query.dtype)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _last_tokens_attention(layout: PackedTails, query, key, value, scale: float):
+    """The last layer's attention for the tails' last tokens only (the only outputs the scores read: after the last
+    attention every layer is per token); the other rows are left zero."""
+    _, heads, n_packed, d = query.shape
+    kv_heads = key.shape[1]
+    groups, batch, width, prefix = heads // kv_heads, len(layout.lengths), layout.width, layout.prefix_length
+    q = query[:, :, layout.last]  # (1, heads, batch, d)
+    out1, lse1 = _attention_with_lse(q.reshape(1, kv_heads, groups * batch, d), key[:, :, :prefix],
+                                     value[:, :, :prefix], False, scale)
+    out1, lse1 = out1.reshape(heads, batch, d).float(), lse1.reshape(heads, batch)
+    # Each last token against its own tail's keys (all of them are at or before it; pads masked).
+    k_tail = key[0, :, prefix:].index_select(1, layout.to_padded).reshape(kv_heads, batch, width, d)
+    v_tail = value[0, :, prefix:].index_select(1, layout.to_padded).reshape(kv_heads, batch, width, d)
+    q_grouped = q[0].reshape(kv_heads, groups, batch, d).float()
+    scores = torch.einsum("kgbd,kbwd->kgbw", q_grouped, k_tail.float()) * scale
+    scores = scores.masked_fill(~layout.valid, -torch.inf)
+    lse2 = torch.logsumexp(scores, dim=-1)
+    out2 = torch.einsum("kgbw,kbwd->kgbd", torch.exp(scores - lse2[..., None]), v_tail.float())
+    out2, lse2 = out2.reshape(heads, batch, d), lse2.reshape(heads, batch)
+    lse = torch.logaddexp(lse1, lse2)
+    merged = out1 * torch.exp(lse1 - lse)[..., None] + out2 * torch.exp(lse2 - lse)[..., None]
+    out = query.new_zeros(1, n_packed, heads, d)
+    out[0, layout.last] = merged.transpose(0, 1).to(query.dtype)
+    return out, None
 
 
 def _register() -> None:
@@ -176,13 +210,14 @@ def last_log_probs_packed(lm, rows: list[list[int]], shared: int) -> list[torch.
     model(input_ids=torch.tensor([rows[0][:shared]], device=device), past_key_values=cache, use_cache=True,
           logits_to_keep=1)
     _register()
-    layout = PackedTails.build(shared, lengths, device)
+    # The last layer only needs outputs at the tails' last tokens: for the attention-only models accepted here
+    # nothing after it mixes tokens, and only those positions' logits are read.
+    layout = PackedTails.build(shared, lengths, device, last_only_layer=model.config.num_hidden_layers)
     ids = torch.tensor([[t for tail in tails for t in tail]], dtype=torch.long, device=device)
     positions = torch.cat([torch.arange(shared, shared + n) for n in lengths]).unsqueeze(0).to(device)
-    last = torch.tensor(lengths, dtype=torch.long).cumsum(0) - 1
     with _attention_implementation(model, ATTENTION_NAME):
         logits = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
-                       logits_to_keep=last.to(device), yunshan_packed_tails=layout).logits
+                       logits_to_keep=layout.last, yunshan_packed_tails=layout).logits
     if layout.calls != model.config.num_hidden_layers:
         raise RuntimeError(f"{type(model).__name__}: the shared-prefix attention ran in {layout.calls} of "
                            f"{model.config.num_hidden_layers} layers; its layers do not pass attention kwargs through")

@@ -58,6 +58,23 @@ def test_attention_equals_per_tail_softmax(kernel, heads, kv_heads, monkeypatch)
                                atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (4, 2)])
+def test_last_layer_computes_only_the_last_tokens(heads, kv_heads):
+    torch.manual_seed(1)
+    prefix, lengths, d = 17, [4, 1, 6], 8
+    n = sum(lengths)
+    query = torch.randn(1, n, heads, d).transpose(1, 2)
+    key, value = torch.randn(1, kv_heads, prefix + n, d) * 2, torch.randn(1, kv_heads, prefix + n, d)
+    layout = PackedTails.build(prefix, lengths, "cpu", last_only_layer=1)
+    out, _ = shared_prefix_attention(_Module(), query, key, value, None, scaling=0.4, yunshan_packed_tails=layout)
+    last = [3, 4, 10]
+    assert layout.last.tolist() == last
+    reference = _reference(query, key, value, prefix, lengths, 0.4)
+    torch.testing.assert_close(out[0, last].double(), reference[last], atol=2e-6, rtol=1e-5)
+    others = [i for i in range(n) if i not in last]
+    assert out[0, others].abs().max() == 0
+
+
 def test_layout_indices_by_hand():
     layout = PackedTails.build(10, [2, 3, 1], "cpu")
     # padded slots (3 tails x width 3) -> packed positions; pads point at 0
