@@ -1,5 +1,5 @@
 """`yunshan sft` end to end on tiny models: learns a trained form, packing equals no packing, LoRA round trip,
-per-source losses, the bundled instruction sets in all five formats."""
+per-source losses, the bundled instruction sets in all five formats, two DDP processes equal one."""
 
 import json
 import random
@@ -45,7 +45,11 @@ def task(tmp_path_factory):
 
 
 def recipe(root, out, **data):
-    return load_recipe(SftRecipe, data={
+    return load_recipe(SftRecipe, data=recipe_data(root, out, **data))
+
+
+def recipe_data(root, out, **data):
+    return {
         "model": {"preset": "tiny", "config_overrides": {"hidden_size": 64, "intermediate_size": 128,
                                                          "num_hidden_layers": 2, "aug_reduction": 8}},
         "tokenizer": {"path": str(root / "tok")},
@@ -54,7 +58,7 @@ def recipe(root, out, **data):
             {"name": "chat", "path": str(root / "chat.jsonl"), "format": "messages", "heldout": 2}], **data},
         "training": {"output_dir": str(out), "max_steps": 40, "per_device_batch_size": 16, "learning_rate": 3e-3,
                      "warmup_steps": 5, "logging_steps": 10, "save_steps": 20, "weight_decay": 0.0},
-    })
+    }
 
 
 def test_a_tiny_model_answers_held_out_prompts_of_the_trained_form(task, tmp_path):
@@ -211,3 +215,34 @@ def test_neftune_noise_changes_training_only(task, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "noisy").eval()
     ids = torch.randint(3, 100, (1, 8))
     assert torch.equal(model(ids).logits, model(ids).logits)  # no noise hook left on the saved model
+
+
+def test_two_processes_match_one_with_the_same_global_batch(task, tmp_path):
+    """DDP (2 gloo processes, accelerate launch) with half the per-device batch follows the single process's loss
+    curve: same packed rows, same order, loss averaged over the global batch's target tokens, per-source losses
+    summed over both processes."""
+    import yaml
+
+    root, _ = task
+    data = recipe_data(root, tmp_path / "one")
+    data["training"].update(max_steps=12, logging_steps=4, save_steps=100)
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(data))
+    data["training"].update(output_dir=str(tmp_path / "two"), per_device_batch_size=8)
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(data))
+    subprocess.run([sys.executable, "-m", "yunshan.cli", "sft", "--config", str(tmp_path / "one.yaml")],
+                   check=True, capture_output=True)
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(Path(__file__).resolve().parents[2] / "recipes/accelerate/ddp_cpu.yaml"),
+              "-m", "yunshan.cli", "sft", "--config", str(tmp_path / "two.yaml")]
+    result = subprocess.run(launch, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def curve(run):
+        rows = [json.loads(l) for l in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+        return [r for r in rows if r.get("event") == "train" and "loss" in r]
+
+    one, two = curve("one"), curve("two")
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [4, 8, 12]
+    for a, b in zip(one, two):
+        for key in ("loss", "loss_alpaca", "loss_chat"):
+            assert abs(a[key] - b[key]) <= 2e-4 * max(1.0, abs(a[key])), (key, a, b)  # per-source: 4 decimals
