@@ -168,6 +168,25 @@ def test_lawbench_format(tree):
                 assert all(e in LAWBENCH_EVENTS for e in r["answer"].split(";")), r["answer"]
 
 
+def test_gold_letters_are_balanced_and_explanations_follow_them(tree):
+    """Every single-answer file has each letter as the answer equally often (counts differ by at most one), so
+    "always A" scores chance; the explanation names the same letter as the answer column."""
+    files = {f"eval/fineval/{split}/{s}_{split}.csv": 6 for s in FINEVAL_SUBJECTS for split in FINEVAL_SIZES}
+    files.update({f"eval/financeiq/{split}/{s}.csv": 6 for s in FINANCEIQ_SUBJECTS for split in ("dev", "test")})
+    totals = Counter()
+    for path, column in files.items():
+        _, rows = _csv(tree[path])
+        counts = Counter(row[column] for row in rows)
+        assert max(counts.values()) - min(counts[L] for L in "ABCD") <= 1, (path, counts)
+        totals.update(counts)
+        if path.startswith("eval/fineval"):
+            assert all(row[7].endswith(f"故本题选{row[6]}。") for row in rows), path
+    for task in ("1-2", "3-6"):
+        counts = Counter(r["answer"][5] for r in json.loads(tree[f"eval/lawbench/{task}.json"]))
+        assert max(counts.values()) - min(counts[L] for L in "ABCD") <= 1, (task, counts)
+    assert max(totals.values()) / sum(totals.values()) < 0.27  # A was 32% of the FinEval val answers before
+
+
 def test_jecqa_format(tree):
     multi = 0
     for source in (0, 1):

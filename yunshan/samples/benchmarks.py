@@ -18,7 +18,7 @@ from .corpus import stream_rng
 from .facts import CODES, FINANCE_FACTS, LEGAL_FACTS, articles
 from .formats import OutFile, render_csv, render_json_list, render_jsonl
 from .legal import criminal_case
-from .questions import LETTERS, MCItem, case_item, case_multi, fact_item, multi, unique_items
+from .questions import LETTERS, MCItem, balance_answers, case_item, case_multi, fact_item, multi, unique_items
 
 # FinEval subject -> [english name, chinese name, group]; groups as in FinEval's subject_mapping.json.
 FINEVAL_SUBJECTS: dict[str, list[str]] = {
@@ -102,7 +102,8 @@ def fineval_items(seed: int, seen: set) -> dict[str, dict[str, list[MCItem]]]:
         items = unique_items(make, sum(FINEVAL_SIZES.values()), seen)
         out[subject], start = {}, 0
         for split, n in FINEVAL_SIZES.items():
-            out[subject][split] = items[start:start + n]
+            balance = stream_rng(seed, "eval", "fineval", subject, split, "answers")
+            out[subject][split] = balance_answers(items[start:start + n], balance, seen)
             start += n
     return out
 
@@ -113,7 +114,9 @@ def financeiq_items(seed: int, seen: set) -> dict[str, dict[str, list[MCItem]]]:
         rng = stream_rng(seed, "eval", "financeiq", subject)
         make = _cycle_maker(rng, _subject_facts(sources), ("statement", "forward", "reverse"), "eval")
         items = unique_items(make, sum(FINANCEIQ_SIZES.values()), seen)
-        out[subject] = {"dev": items[:FINANCEIQ_SIZES["dev"]], "test": items[FINANCEIQ_SIZES["dev"]:]}
+        parts = {"dev": items[:FINANCEIQ_SIZES["dev"]], "test": items[FINANCEIQ_SIZES["dev"]:]}
+        out[subject] = {split: balance_answers(part, stream_rng(seed, "eval", "financeiq", subject, split, "answers"),
+                                               seen) for split, part in parts.items()}
     return out
 
 
@@ -137,11 +140,13 @@ def lawbench_records(seed: int, seen: set) -> tuple[dict[str, list[dict]], dict[
 
     rng = stream_rng(seed, "eval", "lawbench", "1-2")
     make = _cycle_maker(rng, list(LEGAL_FACTS), ("statement", "forward", "reverse"), "eval")
-    mc["1-2"] = unique_items(make, n, seen)
+    mc["1-2"] = balance_answers(unique_items(make, n, seen), stream_rng(seed, "eval", "lawbench", "1-2", "answers"),
+                                seen)
     out["1-2"] = [rec("1-2", _lawbench_mc(it), f"正确答案：{it.answer[0]}。") for it in mc["1-2"]]
 
     rng = stream_rng(seed, "eval", "lawbench", "3-6")
-    mc["3-6"] = unique_items(lambda k: case_item(rng, "eval"), n, seen)
+    mc["3-6"] = balance_answers(unique_items(lambda k: case_item(rng, "eval"), n, seen),
+                                stream_rng(seed, "eval", "lawbench", "3-6", "answers"), seen)
     out["3-6"] = [rec("3-6", _lawbench_mc(it), f"正确答案：{it.answer[0]}。") for it in mc["3-6"]]
 
     rng = stream_rng(seed, "eval", "lawbench", "2-6")

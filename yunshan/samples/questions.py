@@ -17,7 +17,7 @@ the training corpus states them. Nothing to run on its own.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import lexicon as lx
 from .facts import ALL_FACTS, KINDS, LEGAL_FACTS, Fact, facts_of_kind
@@ -272,4 +272,29 @@ def unique_items(make, n: int, seen: set, max_tries: int = 50) -> list[MCItem]:
         if item.key not in seen:
             seen.add(item.key)
             out.append(item)
+    return out
+
+
+def balance_answers(items: list[MCItem], rng: random.Random, seen: set) -> list[MCItem]:
+    """The same single-answer items with the correct option moved so that every letter is the answer equally often
+    (counts differ by at most one, and the letters that get the extra items are drawn at random, so small sets
+    do not all favour A; which item gets which letter is shuffled). A set whose answers lean to one letter lets
+    "always A" beat chance, which would make a small model's accuracy misleading. The new keys join `seen` (the
+    old ones stay), so later items stay unique against both orders."""
+    start = rng.randrange(len(LETTERS))
+    targets = [LETTERS[(start + i) % len(LETTERS)] for i in range(len(items))]
+    rng.shuffle(targets)
+    out = []
+    for item, target in zip(items, targets):
+        (old,) = item.answer
+        i, j = LETTERS.index(old), LETTERS.index(target)
+        options = list(item.options)
+        options[i], options[j] = options[j], options[i]
+        suffix = f"选{old}。"
+        if not item.explanation.endswith(suffix):
+            raise ValueError(f"explanation does not end with {suffix!r}: {item.explanation!r}")
+        moved = replace(item, options=tuple(options), answer=(target,),
+                        explanation=item.explanation[: -len(suffix)] + f"选{target}。")
+        seen.add(moved.key)
+        out.append(moved)
     return out
