@@ -76,7 +76,9 @@ def _attention_with_lse(query, key, value, causal: bool, scale: float,
 
     Shapes (batch, heads, length, head_dim); key and value have as many heads as query. `kernel` (default: on CPU)
     picks torch's CPU flash-attention kernel over the plain matmul formulation."""
-    if kernel if kernel is not None else query.device.type == "cpu":
+    if kernel is None:  # a private op of torch's CPU backend (present in the pinned torch); else plain matmuls
+        kernel = query.device.type == "cpu" and hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+    if kernel:
         # The CPU flash kernel returns the log-sum-exp it computes anyway (public SDPA does not expose it).
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             query, key, value, 0.0, causal, scale=scale)
