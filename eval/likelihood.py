@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .line_encoding import common_prefix_length, encode_texts
-from .shared_prefix import last_log_probs_packed, supports_packed_tails
+from .shared_prefix import last_log_probs_packed, prefix_cache, supports_packed_tails
 
 
 @dataclass
@@ -146,13 +146,9 @@ def _common_prefix_length(rows: list[list[int]]) -> int:
 @torch.no_grad()
 def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> list[torch.Tensor]:
     """Log-softmax at each row's last position, running the rows' first `shared` tokens once for the whole batch."""
-    from transformers import DynamicCache
-
     model = lm.model
     device = next(model.parameters()).device
-    cache = DynamicCache(config=model.config)
-    model(input_ids=torch.tensor([rows[0][:shared]], device=device), past_key_values=cache, use_cache=True,
-          logits_to_keep=1)
+    cache = prefix_cache(model, rows[0][:shared])
     # Every row continues the same prefix: select its cache row B times (reorder_cache also repeats the state of
     # convolution layers such as PanGu-π's neighbour convolution, which batch_repeat_interleave leaves alone).
     cache.reorder_cache(torch.zeros(len(rows), dtype=torch.long, device=device))

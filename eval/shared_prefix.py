@@ -197,20 +197,27 @@ def supports_packed_tails(model) -> bool:
 
 
 @torch.no_grad()
+def prefix_cache(model, prefix: list[int]):
+    """A DynamicCache holding the KV (and any convolution state) of one run of `prefix` (batch 1)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    device = next(model.parameters()).device
+    model(input_ids=torch.tensor([prefix], device=device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return cache
+
+
+@torch.no_grad()
 def last_log_probs_packed(lm, rows: list[list[int]], shared: int) -> list[torch.Tensor]:
     """Log-softmax (float32, shape (1, vocab)) at each row's last position; rows[i][:shared] must all be equal and
     every row must have at least one token after them."""
-    from transformers import DynamicCache
-
     model = lm.model
     device = next(model.parameters()).device
     tails = [r[shared:] for r in rows]
     lengths = [len(t) for t in tails]
     if min(lengths) < 1:
         raise ValueError("every row needs at least one token after the shared prefix")
-    cache = DynamicCache(config=model.config)
-    model(input_ids=torch.tensor([rows[0][:shared]], device=device), past_key_values=cache, use_cache=True,
-          logits_to_keep=1)
+    cache = prefix_cache(model, rows[0][:shared])
     _register()
     # The last layer only needs outputs at the tails' last tokens: for the attention-only models accepted here
     # nothing after it mixes tokens, and only those positions' logits are read.

@@ -10,6 +10,7 @@ import torch
 
 from yunshan.training.checkpoints import COMPLETE, latest_complete_checkpoint
 
+
 def resolve_resume(resume: str, ckpt_dir: Path) -> Path | None:
     """The checkpoint `training.resume` names: `auto` = the newest complete one (or none), `never` = none, else a
     path that must hold a complete checkpoint."""
