@@ -43,7 +43,8 @@ class LearnResult:
     tokens_before: int   # tokens of the training words (weighted) before the first step
     tokens_after: int    # ... and after the last
     stop_reason: str     # why learning stopped: "budget" or "min_frequency"
-    rejected: int        # pairs skipped because their concatenation is reserved or too long
+    rejected: int        # pairs skipped because their concatenation is reserved, too long or breaks a convention
+    rejected_by_reason: dict[str, int] = None  # "reserved", "too_long", and the convention each rejected pair broke
 
 
 def learn_continued_bpe(
@@ -59,6 +60,7 @@ def learn_continued_bpe(
     reserved: set[str] = frozenset(),
     max_token_chars: int | None = None,
     token_chars: Callable[[str], int] = len,
+    violation: Callable[[str], str | None] | None = None,
 ) -> LearnResult:
     """Learn up to `new_token_budget` new tokens from the segmented training words.
 
@@ -74,6 +76,8 @@ def learn_continued_bpe(
         reserved: strings a new token must not equal (added tokens, byte-fallback tokens, the unknown token).
         max_token_chars: longest new token allowed, in characters of its text (None = no limit).
         token_chars: length in characters of a model-space string (for `max_token_chars`).
+        violation: model-space string of a would-be new token -> why it breaks a base convention, or None
+            (`conventions.py`); a pair whose new token breaks one is never merged.
     """
     pending = dict(pending or {})
     words = [list(w) for w in words]
@@ -108,6 +112,7 @@ def learn_continued_bpe(
     dead: set[tuple[int, int]] = set()
     steps: list[LearnedStep] = []
     created = rejected = 0
+    reasons: dict[str, int] = defaultdict(int)
 
     def commit(delta: dict[tuple[int, int], int]) -> None:
         """Apply the net change of each pair count; queue pairs whose count rose."""
@@ -167,9 +172,11 @@ def learn_continued_bpe(
         string = strings[x] + strings[y]
         existing = vocab.get(string)
         too_long = max_token_chars is not None and existing is None and token_chars(string) > max_token_chars
-        if string in reserved or too_long:
+        broken = violation(string) if violation is not None and existing is None else None
+        if string in reserved or too_long or broken:
             dead.add(pair)
             rejected += 1
+            reasons["reserved" if string in reserved else "too_long" if too_long else broken.split(" (")[0]] += 1
             continue
         if existing is None:
             token = len(strings)
@@ -212,4 +219,4 @@ def learn_continued_bpe(
 
     stop = "budget" if created >= new_token_budget else "min_frequency"
     tokens_after = sum(cost(w) * c for w, c in zip(words, counts))
-    return LearnResult(steps, tokens_before, tokens_after, stop, rejected)
+    return LearnResult(steps, tokens_before, tokens_after, stop, rejected, dict(sorted(reasons.items())))

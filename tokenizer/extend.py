@@ -36,6 +36,7 @@ from pathlib import Path
 from .base import BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable, apply_merges
 from .continued_bpe import LearnedStep, learn_continued_bpe
+from .conventions import detect_conventions
 from .corpus import CorpusStats, count_words, iter_documents
 from .verify import check_base_preserved, find_dead_tokens
 from .word_lists import build_merge_chains, load_word_list, resolve_word_lists
@@ -275,8 +276,17 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 
     table = (PieceTable(strings, vocab, mergeable) if base.kind == "sentencepiece"
              else MergeListTable(base.merges, vocab))
+    # No new token may break a segmentation rule of the base (digit splitting, whitespace placement): conventions.py.
+    conventions = detect_conventions(base)
+
+    def violation(string: str) -> str | None:
+        return conventions.violation(base.token_bytes(string))
+
+    log(f"base conventions: {conventions.digits}; no new token joins "
+        f"{', '.join(conventions.as_dict()['forbidden_transitions'][:6])}...")
     chain_steps, term_results = build_merge_chains(base, terms, strings=strings, vocab=vocab, table=table,
-                                                   mergeable=mergeable, reserved=base.reserved_strings)
+                                                   mergeable=mergeable, reserved=base.reserved_strings,
+                                                   violation=violation)
     chain_new = len(strings) - base_size
     if chain_new > args.new_tokens:
         raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
@@ -288,7 +298,8 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         words, counts, strings=strings, vocab=vocab, new_token_budget=args.new_tokens - chain_new,
         min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
         pending=pending,
-        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base))
+        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
+        violation=violation)
     log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
         f"(stopped: {learned.stop_reason})")
 
@@ -344,7 +355,9 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
                                    f"{len(new_strings) - from_word_lists} of {args.new_tokens - chain_new} "
                                    "corpus tokens"),
             "rejected_pairs": learned.rejected,
+            "rejected_by_reason": learned.rejected_by_reason,
         },
+        "base_conventions": conventions.as_dict(),
         "training_words": {"tokens_before": learned.tokens_before, "tokens_after": learned.tokens_after},
         "corpus": {**stats.as_dict(), "sha256": [_sha256_file(Path(p)) for p in args.corpus]},
         "word_lists": [wl.summary() for wl in word_lists],

@@ -101,7 +101,8 @@ def load_word_list(path: str | Path) -> WordList:
 class TermResult:
     term: str
     # "added", "already_one_token", "split_by_pre_tokenizer", "reserved" (a piece would equal an added or
-    # byte-fallback token), "not_one_token" (SentencePiece semantics joined the pieces differently)
+    # byte-fallback token), "not_one_token" (SentencePiece semantics joined the pieces differently),
+    # "breaks_base_convention" (one token would join what the base keeps apart: digits, a space, a line break)
     status: str
     forms: list[str] = field(default_factory=list)   # model-space words that encode to one token
 
@@ -144,6 +145,7 @@ def initial_symbols(base, word: str, vocab: dict[str, int], mergeable: Callable[
 
 def build_merge_chains(base, terms: list[str], *, strings: list[str | None], vocab: dict[str, int], table,
                        mergeable: Callable[[int], bool], reserved: set[str] = frozenset(),
+                       violation: Callable[[str], str | None] | None = None,
                        ) -> tuple[list[LearnedStep], list[TermResult]]:
     """Append merges (and, for SentencePiece-style bases, characters) until every term is one token.
 
@@ -152,7 +154,10 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
     tokens than joining each term left to right. A form that is still not one token (possible with SentencePiece's
     any-split semantics) is finished by joining the first two pieces of its current segmentation, re-encoding and
     repeating. `strings`, `vocab` and `table` (a `bpe_encoder` table) are updated in place; returns the steps in
-    rank order and one result per term.
+    rank order and one result per term. `violation` (model-space string -> reason or None, `conventions.py`): a term
+    whose form would break a base convention as one token ("沪深300" where the base keeps digits single) is
+    reported and not added; every piece of an allowed form is allowed too (the conventions are about adjacent
+    characters and digit runs, which a piece only has fewer of).
     """
     steps: list[LearnedStep] = []
     results: list[TermResult] = []
@@ -161,6 +166,9 @@ def build_merge_chains(base, terms: list[str], *, strings: list[str | None], voc
         forms = term_forms(base, term)
         if forms is None:
             results.append(TermResult(term, "split_by_pre_tokenizer"))
+            continue
+        if violation is not None and any(violation(form) for form in forms if form not in vocab):
+            results.append(TermResult(term, "breaks_base_convention"))
             continue
         result = TermResult(term, "already_one_token")
         results.append(result)

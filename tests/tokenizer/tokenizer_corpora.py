@@ -68,7 +68,18 @@ def _legal(rng: random.Random) -> str:
             f"{rng.choice(LAW_TERMS_EN)} was dismissed.")
 
 
-MAKERS = {"general": _general, "finance": _finance, "legal": _legal}
+def _numbers(rng: random.Random) -> str:
+    """General sentences full of numbers: the bases learn how they cut digits (conventions.py) from these."""
+    year, month, day = rng.randint(2015, 2024), rng.randint(1, 12), rng.randint(1, 28)
+    if rng.random() < 0.5:
+        return (f"{year}年{month}月{day}日，{rng.randint(18, 80)}岁的他坐{rng.randint(1, 300)}路公交车，"
+                f"花了{rng.randint(2, 500)}元，住在{rng.randint(1, 30)}号楼{rng.randint(101, 2999)}室。")
+    return (f"On {month}/{day}/{year} the {rng.randint(6, 23)}:{rng.randint(10, 59)} train to platform "
+            f"{rng.randint(1, 12)} carried {rng.randint(100, 9999)} people, {rng.randint(10, 99)} more than in "
+            f"{year - 1}.")
+
+
+MAKERS = {"general": _general, "finance": _finance, "legal": _legal, "numbers": _numbers}
 
 
 def texts(domain: str, n: int, seed: int = 0) -> list[str]:

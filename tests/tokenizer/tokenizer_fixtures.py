@@ -6,7 +6,9 @@
 - metaspace: a SentencePiece BPE model (byte fallback) converted by transformers' LlamaTokenizer and saved as
   tokenizer.json (Metaspace pre-tokeniser, byte fallback: the Llama-2 layout);
 - sentencepiece: that SentencePiece .model file itself.
-All are trained on general text only, so finance and legal text is what the extension has to learn.
+All are trained on general text only (with sentences full of numbers, so that each learns its own digit convention:
+GPT-2's regex keeps runs of digits, Llama-3's groups of up to 3, the SentencePiece model splits every digit), so
+finance and legal text is what the extension has to learn.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def build_byte_level(folder: Path, style: str) -> Path:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts("general", 400), trainer)
+    tok.train_from_iterator(texts("general", 400) + texts("numbers", 300), trainer)
     if style == "llama3":
         tok.add_special_tokens(["<|im_start|>", "<|im_end|>"])
         tok.add_tokens([AddedToken("<think>", special=False, normalized=False)])
@@ -64,7 +66,7 @@ def build_sentencepiece(folder: Path) -> Path:
 
     buffer = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts("general", 400)), model_writer=buffer, vocab_size=700, model_type="bpe",
+        sentence_iterator=iter(texts("general", 400) + texts("numbers", 300)), model_writer=buffer, vocab_size=700, model_type="bpe",
         byte_fallback=True, character_coverage=0.9995, normalization_rule_name="identity", add_dummy_prefix=True,
         remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, split_digits=True, hard_vocab_limit=False,
         unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2, num_threads=1)
