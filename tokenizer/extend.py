@@ -382,6 +382,9 @@ def _write_atomically(out: Path, files: dict[str, bytes], overwrite: bool) -> No
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the tokenizer folder gets a folder's usual mode
     try:
         for name, blob in sorted(files.items()):
             (tmp / name).write_bytes(blob)

@@ -4,6 +4,7 @@
     yunshan model info otce-1b
     yunshan model info path/to/model
     yunshan model upcycle path/to/llama out/pangu-pi --siaf-terms 2 --aug-shortcuts 1
+    yunshan model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf models/smollm2-135m
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--aug-reduction", type=int, default=32, help="r, shortcut bottleneck reduction (default 32)")
     up.add_argument("--siaf-neighbor-kernel", type=int, default=1, help="neighbour conv kernel (1 = off)")
     up.add_argument("--seed", type=int, default=0, help="seed for the shortcuts' W1")
+    imp = sub.add_parser("import-gguf", help="a GGUF file -> a plain HF model folder (float32 safetensors, tokenizer)")
+    imp.add_argument("gguf_file", help="the .gguf file (quantised files are dequantised to float32)")
+    imp.add_argument("out", help="output folder (written only when the whole import succeeded)")
+    imp.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"model": str(args.preset_or_path), "model_type": config.model_type, **parts}, indent=2))
         else:
             print(format_parameter_table(f"{args.preset_or_path} ({config.model_type})", parts))
+        return 0
+    if args.model_command == "import-gguf":
+        from .gguf import import_gguf
+
+        import_gguf(args.gguf_file, args.out, overwrite=args.overwrite)
         return 0
     from .pangu_pi.convert import upcycle_checkpoint
 

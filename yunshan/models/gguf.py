@@ -1,0 +1,193 @@
+"""`yunshan model import-gguf FILE OUT`: a GGUF checkpoint into a plain Hugging Face model folder.
+
+    yunshan model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf models/smollm2-135m
+
+GGUF is a common form in which users hold their models (llama.cpp, Ollama, LM Studio). transformers reads it
+(`from_pretrained(dir, gguf_file=...)`, dequantising every tensor with the `gguf` package); this module writes what
+it read as an ordinary folder that every yunshan stage takes: float32 safetensors, `config.json`, the tokenizer with
+its chat template, `generation_config.json`, and `yunshan_import.json` (the source file's sha256, its GGUF metadata
+and what was repaired). A quantised file (Q4_1, Q8_0, ...) is dequantised: the folder holds exactly the weights the
+quantised model computes with, in float32.
+
+One repair: GGUF names the base's pre-tokeniser (`tokenizer.ggml.pre`) and transformers rebuilds only some of them
+(Llama-3, Qwen2, GPT-4o, ...). For the others it falls back to GPT-2's regex, which changes how the tokenizer cuts
+text from how the model was trained. The names in `DIGIT_FIRST_PRE_TOKENIZERS` (llama.cpp's `\\p{N}` pass before
+GPT-2's regex: SmolLM, StarCoder, ...) are restored here as a `Digits(individual_digits=True)` step before the
+ByteLevel one, as the original tokenizer.json has it; an unknown name is recorded in the import report.
+
+Written by hand only for what transformers does not do: dropping the GGUF quantizer so the model can be saved, the
+pre-tokeniser repair, the atomic write and the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+# llama.cpp pre-tokeniser names whose first pass isolates every digit (`\p{N}`) before GPT-2's regex
+# (llama-vocab.cpp: LLAMA_VOCAB_PRE_TYPE_STARCODER, _REFACT, _COMMAND_R, _SMOLLM, _CODESHELL, _EXAONE, _MINERVA).
+DIGIT_FIRST_PRE_TOKENIZERS = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b")
+# Names transformers' GGUF loader rebuilds itself, or for which GPT-2's regex is right.
+GPT2_PRE_TOKENIZERS = ("gpt-2", "default", "gpt2")
+IMPORT_REPORT = "yunshan_import.json"
+
+
+def read_gguf_metadata(path: Path) -> dict:
+    """The GGUF key/value metadata, without the large arrays (token lists, merges, scores)."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, OSError, KeyError, IndexError) as err:
+        raise ValueError(f"{path}: not a readable GGUF file ({err})") from None
+    meta = {}
+    for key, field_ in reader.fields.items():
+        if key.startswith("tokenizer.ggml.") and key.split(".")[-1] in ("tokens", "merges", "token_type", "scores"):
+            meta[key] = f"<{len(field_.data)} entries>"
+            continue
+        try:
+            value = field_.contents()
+        except Exception:  # noqa: BLE001  (an exotic field type must not stop the import; it is only recorded)
+            value = "<unreadable>"
+        meta[key] = value
+    meta["_tensor_types"] = sorted({t.tensor_type.name for t in reader.tensors})
+    return meta
+
+
+def _supported_architectures() -> list[str]:
+    """GGUF architecture names this transformers reads (its GGUF loader and its legacy loader); empty if unknown."""
+    names: set[str] = set()
+    try:
+        from transformers.integrations.gguf.utils import GGUF_ARCHS
+        names |= set(GGUF_ARCHS)
+    except ImportError:
+        pass
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+        names |= set(GGUF_SUPPORTED_ARCHITECTURES)
+    except ImportError:
+        pass
+    return sorted(names - {"general", "tokenizer"})  # metadata sections, not architectures
+
+
+def _repair_pre_tokenizer(tokenizer_json: dict, pre: str | None) -> str | None:
+    """Restore the digit pass of a `DIGIT_FIRST_PRE_TOKENIZERS` base; returns what was done (None: nothing)."""
+    if pre not in DIGIT_FIRST_PRE_TOKENIZERS:
+        return None
+    current = tokenizer_json.get("pre_tokenizer") or {}
+    if current.get("type") != "ByteLevel":
+        return None  # transformers built something of its own: leave it
+    tokenizer_json["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        current,
+    ]}
+    return (f"pre-tokeniser {pre!r}: added Digits(individual_digits=True) before ByteLevel (llama.cpp splits every "
+            "digit first for this name; transformers' GGUF loader had used GPT-2's regex alone)")
+
+
+def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False, log=print) -> dict:
+    """Write the GGUF model at `gguf_file` as a Hugging Face folder at `out`; returns the import report."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = Path(gguf_file)
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: no such GGUF file")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    if out.resolve() == src.parent.resolve() or src.resolve().is_relative_to(out.resolve()):
+        raise ValueError(f"{out} holds the GGUF file itself; choose another output folder")
+    started = time.perf_counter()
+    meta = read_gguf_metadata(src)
+    arch = meta.get("general.architecture")
+    supported = _supported_architectures()
+    if supported and arch not in supported:
+        raise ValueError(f"{src}: GGUF architecture {arch!r} cannot be read by transformers "
+                         f"(it reads: {', '.join(supported)})")
+    log(f"reading {src.name}: {arch}, tensors {', '.join(meta['_tensor_types'])} (dequantised to float32)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+    except (ValueError, KeyError, NotImplementedError, RuntimeError) as err:
+        raise ValueError(f"{src}: transformers could not load this GGUF file ({type(err).__name__}: {err})") from None
+    # The GGUF quantizer stays attached after dequantisation and blocks save_pretrained; the weights are plain now.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    name = meta.get("general.name") or src.stem
+    model.config.name_or_path = str(name)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the folder is the user's model, readable as usual
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        repairs = []
+        tj_path = tmp / "tokenizer.json"
+        if tj_path.is_file():
+            data = json.loads(tj_path.read_text(encoding="utf-8"))
+            repaired = _repair_pre_tokenizer(data, meta.get("tokenizer.ggml.pre"))
+            if repaired:
+                tj_path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+                repairs.append(repaired)
+        pre = meta.get("tokenizer.ggml.pre")
+        known = set(DIGIT_FIRST_PRE_TOKENIZERS) | set(GPT2_PRE_TOKENIZERS) | _transformers_pre_tokenizers()
+        notes = []
+        if pre and pre not in known:
+            notes.append(f"pre-tokeniser {pre!r} is not rebuilt by transformers or yunshan: the tokenizer uses "
+                         "transformers' default for this tokenizer model; check number and whitespace handling")
+        report = {
+            "source": {"file": src.name, "bytes": src.stat().st_size, "sha256": _sha256(src)},
+            "architecture": arch, "model_class": type(model).__name__,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "tie_word_embeddings": bool(getattr(model.config, "tie_word_embeddings", False)),
+            "vocab_size": len(tokenizer), "chat_template": tokenizer.chat_template is not None,
+            "tensor_types": meta["_tensor_types"], "dtype": "float32",
+            "gguf_metadata": {k: v for k, v in meta.items() if not k.startswith("_") and k != "tokenizer.chat_template"},
+            "repairs": repairs, "notes": notes,
+        }
+        (tmp / IMPORT_REPORT).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str) + "\n",
+                                         encoding="utf-8")
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    for line in repairs + notes:
+        log(line)
+    log(f"wrote {out}: {report['model_class']}, {report['parameters']:,} parameters, vocabulary "
+        f"{report['vocab_size']:,}, tied embeddings {report['tie_word_embeddings']} "
+        f"in {time.perf_counter() - started:.1f}s")
+    return report
+
+
+def _transformers_pre_tokenizers() -> set[str]:
+    try:
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
+        return set(GGUF_PRE_TOKENIZER_SPLITS)
+    except ImportError:
+        return set()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
