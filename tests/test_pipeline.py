@@ -35,7 +35,8 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                     {"name": "finance", "path": f"{s}/corpora/finance/train.jsonl", "weight": 0.5},
                     {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},
                 "training": {"max_steps": 6, "per_device_batch_size": 4, "learning_rate": 3e-3, "save_steps": 3,
-                             "logging_steps": 2}},
+                             "logging_steps": 2},
+                "warmup": {"steps": 2, "fit_sequences": 4}},
         "sft": {"data": {"max_length": 128, "sources": [
                     {"name": "general", "path": f"{s}/sft/general_alpaca.jsonl", "format": "alpaca",
                      "max_samples": 40, "heldout": 1}]},
@@ -60,7 +61,7 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert [s["name"] for s in manifest["stage_list"]] == stages
     assert all(s["status"] == "complete" and s["outputs"] for s in manifest["stage_list"])
     run_json = json.loads((out / "run.json").read_text())
-    assert run_json["final_model"] == "04_sft" and run_json["stages"]["cpt"]["summary"]["tokens"] == 6 * 4 * 64
+    assert run_json["final_model"] == "04_sft" and run_json["stages"]["cpt"]["summary"]["tokens"] == (2 + 6) * 4 * 64
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
     assert any(p.endswith("finance/train.jsonl") for p in run_json["stages"]["cpt"]["inputs"])
     assert all((out / ".stages" / f"{s['name']}.json").is_file() for s in manifest["stage_list"])

@@ -36,6 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ext.add_argument("--text-field", default="text", help=_help("text_field") + " (default text)")
     ext.add_argument("--on-invalid-utf8", choices=("error", "skip"), default="error", help=_help("on_invalid_utf8"))
     ext.add_argument("--overwrite", action="store_true", help=_help("overwrite"))
+    ext.add_argument("--model", metavar="DIR",
+                     help="measure the step-0 cost on this model (the base's): held-out bits/char of the base model "
+                          "with its own tokenizer and of the extended model with new rows as initialised; written to "
+                          "extension_cost.json in --out")
+    ext.add_argument("--heldout", nargs="+", default=[], metavar="LABEL=FILE",
+                     help="held-out texts for --model (blank-line separated paragraphs or .jsonl)")
+    ext.add_argument("--init", default="subword_mean", choices=("subword_mean", "mean", "random"),
+                     help="new-row initialisation for the --model measurement (default subword_mean)")
+    ext.add_argument("--max-chars", type=int, default=20000, help="characters of each held-out file (default 20000)")
 
     rep = sub.add_parser("report", help="vocabulary size, tokens per character and bytes per token on text files")
     rep.add_argument("--tokenizer", required=True, action="append", metavar="PATH",
@@ -63,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
             base=args.base, corpus=args.corpus, words=args.words, new_tokens=args.new_tokens, out=args.out,
             min_frequency=args.min_frequency, max_token_chars=limit, text_field=args.text_field,
             on_invalid_utf8=args.on_invalid_utf8, overwrite=args.overwrite))
+        if args.model:
+            _measure_cost(args)
+        elif args.heldout:
+            raise ValueError("--heldout needs --model (the model whose step-0 cost is measured)")
         return 0
     from .report import compression_report, format_markdown
 
@@ -72,3 +85,50 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _measure_cost(args: argparse.Namespace) -> None:
+    """Bits/char of the base model (own tokenizer) and of the extended model at step 0, per held-out file."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.training.models import fast_bf16
+    from yunshan.training.monitoring import bits_per_character, read_heldout
+
+    from .embeddings import resize_embeddings
+
+    if not args.heldout:
+        raise ValueError("--model needs --heldout LABEL=FILE ... (the texts to measure the step-0 cost on)")
+    files = {}
+    for item in args.heldout:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"--heldout {item!r}: expected LABEL=FILE, e.g. general=heldout/general.txt")
+        files[label] = read_heldout([path], args.max_chars)
+    base_tok = AutoTokenizer.from_pretrained(args.base if Path(args.base).is_dir() else Path(args.base).parent)
+    new_tok = AutoTokenizer.from_pretrained(args.out)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    autocast, why = fast_bf16()
+    length = min(1024, getattr(model.config, "max_position_embeddings", 1024) or 1024)
+
+    def measure(tokenizer):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return {label: bits_per_character(model, tokenizer, docs, length)["bpc"] for label, docs in files.items()}
+
+    base = measure(base_tok)
+    resize_embeddings(model, base_tok, new_tok, init=args.init)
+    extended = measure(new_tok)
+    rows = {label: {"base": base[label], "extended": extended[label], "change": extended[label] / base[label] - 1}
+            for label in files}
+    print(f"step-0 cost of the extension on {args.model} (new rows: {args.init}; "
+          f"{'bf16 autocast' if autocast else 'fp32'}: {why}):")
+    print("| held-out | base bits/char | extended bits/char | change |\n|---|---:|---:|---:|")
+    for label, row in rows.items():
+        print(f"| {label} | {row['base']:.4f} | {row['extended']:.4f} | {100 * row['change']:+.1f}% |")
+    worst = max(row["change"] for row in rows.values())
+    if worst > 0.05:
+        print(f"warning: the extension costs up to {100 * worst:.0f}% bits/char before training; `yunshan cpt` "
+              "recovers it with the embedding warm-up (on by default: warmup.* in the recipe)")
+    (Path(args.out) / "extension_cost.json").write_text(json.dumps(
+        {"model": str(args.model), "init": args.init, "max_chars": args.max_chars, "heldout": rows,
+         "precision": "bf16 autocast" if autocast else "fp32"}, indent=2) + "\n", encoding="utf-8")

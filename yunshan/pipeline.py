@@ -441,7 +441,7 @@ class PipelineRunner:
         recipe = CptRecipe(model=model,
                            tokenizer=TokenizerArgs(path=self.tokenizer_dir(), base_path=self.base_tokenizer_dir()),
                            data=c.data, training=dataclasses.replace(c.training, output_dir=str(self.folder("cpt"))),
-                           lora=c.lora, monitor=c.monitor)
+                           lora=c.lora, monitor=c.monitor, warmup=c.warmup)
         summary = run_cpt(recipe)
         shutil.rmtree(self.folder("cpt") / "checkpoints", ignore_errors=True)
         report = summary["data_report"]

@@ -366,6 +366,13 @@ class TokenizerArgs:
         default=None,
         metadata={"help": "the model's original tokenizer, for subword-mean initialisation of new rows "
                           "(default: the model folder when it holds a tokenizer)"})
+    new_row_init: str = field(default="subword_mean", metadata={
+        "help": "first value of each new embedding row: subword_mean (the mean of its pieces' rows, FVT), mean, "
+                "random (tokenizer/README.md has the measured comparison)"})
+
+    def __post_init__(self):
+        if self.new_row_init not in ("subword_mean", "mean", "random"):
+            raise ValueError(f"tokenizer.new_row_init must be subword_mean, mean or random, got {self.new_row_init!r}")
 
 
 @dataclass
@@ -468,6 +475,9 @@ class MonitorArgs:
     max_length: int | None = field(default=None, metadata={"help": "scoring window (default data.seq_len)"})
 
 
+from .training.embedding_warmup import EmbeddingWarmupArgs  # noqa: E402
+
+
 @dataclass
 class CptRecipe:
     """Continual pretraining: `yunshan cpt --config RECIPE.yaml [key=value ...]`."""
@@ -478,6 +488,7 @@ class CptRecipe:
     training: TrainArgs = field(default_factory=TrainArgs)
     lora: LoraArgs = field(default_factory=LoraArgs)
     monitor: MonitorArgs = field(default_factory=MonitorArgs)
+    warmup: EmbeddingWarmupArgs = field(default_factory=EmbeddingWarmupArgs)
 
 
 from .data.conversations import SftSourceArgs  # noqa: E402
@@ -572,6 +583,7 @@ class CptStageArgs:
     training: TrainArgs = field(default_factory=TrainArgs)
     lora: LoraArgs = field(default_factory=LoraArgs)
     monitor: MonitorArgs = field(default_factory=MonitorArgs)
+    warmup: EmbeddingWarmupArgs = field(default_factory=EmbeddingWarmupArgs)
 
 
 @dataclass

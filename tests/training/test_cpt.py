@@ -273,6 +273,7 @@ def test_extended_tokenizer_grows_embeddings_with_subword_means(setup, extended,
     data["model"] = {"name_or_path": str(base)}
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
+    data["warmup"] = {"enabled": False}  # the rows as grown, untouched by the fit
     run_cpt(load_recipe(CptRecipe, data=data))
     grown = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
     original = AutoModelForCausalLM.from_pretrained(base)
@@ -297,6 +298,7 @@ def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp
     data["tokenizer"] = {"path": str(tok_ext)}
     data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
     data["monitor"]["every_steps"] = 0
+    data["warmup"] = {"steps": 2, "fit_sequences": 4}
     run_cpt(load_recipe(CptRecipe, data=data))
     config = json.loads((tmp_path / "run/adapter/adapter_config.json").read_text())
     assert config[expect]
@@ -310,3 +312,195 @@ def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp
     fresh = AutoModelForCausalLM.from_pretrained(base)
     resize_embeddings(fresh, str(base), str(tok_ext))
     assert not torch.equal(emb[n_base:], fresh.get_input_embeddings().weight[n_base:])
+
+
+@pytest.fixture(scope="module")
+def tied_llama(setup, tmp_path_factory):
+    """A tied Llama (as SmolLM2, Qwen2.5-0.5B, Gemma) with its tokenizer, and a tokenizer extended on the corpus."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
+
+    root, files, tokenizer, _ = setup
+    tmp = tmp_path_factory.mktemp("tied")
+    base = tmp / "base"
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+                     ).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(files["long"]), str(files["mid"])], new_tokens=40,
+                                out=str(tmp / "tok_ext")), log=lambda *_: None)
+    return base, tmp / "tok_ext"
+
+
+def _fresh_grown(base, tok_ext):
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.tokenizer import resize_embeddings
+
+    fresh = AutoModelForCausalLM.from_pretrained(base)
+    resize_embeddings(fresh, str(base), str(tok_ext))
+    return fresh.get_input_embeddings().weight.detach()
+
+
+@pytest.mark.parametrize("mode", ["full", "rows", "indices", "none"])
+@pytest.mark.parametrize("warmup", [False, True])
+def test_a_tied_model_stays_tied_and_trains_its_new_rows_on_both_sides(setup, tied_llama, tmp_path, mode, warmup):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.hub import export_model
+
+    base, tok_ext = tied_llama
+    n_base, n_new = len(AutoTokenizer.from_pretrained(base)), len(AutoTokenizer.from_pretrained(tok_ext))
+    data = recipe_dict(setup, tmp_path / "run", max_steps=4, save_steps=100)
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    data["monitor"]["every_steps"] = 0
+    data["warmup"] = {"enabled": str(warmup).lower() if mode != "none" else "auto", "steps": 3, "fit_sequences": 8}
+    if mode != "full":
+        data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
+    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    run = tmp_path / "run"
+    config = json.loads((run / "config.json").read_text())
+    assert config["tie_word_embeddings"] is True
+    weights = load_file(run / "model.safetensors")
+    assert "lm_head.weight" not in weights  # one matrix in the file
+    model = AutoModelForCausalLM.from_pretrained(run)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    rows = weights["model.embed_tokens.weight"]
+    assert rows.shape[0] == n_new
+    start = _fresh_grown(base, tok_ext)
+    moved = not torch.equal(rows[n_base:], start[n_base:])
+    assert moved == (mode != "none"), "the new rows (input and output: one matrix) must train unless mode is none"
+    report = json.loads((run / "data_report.json").read_text())
+    if warmup and mode != "none":
+        assert report["embedding_warmup"]["steps"] == 3 and summary["steps"] == 7  # 3 warm-up + 4 training steps
+    else:
+        assert "embedding_warmup" not in report and summary["steps"] == 4
+    out = tmp_path / "export"
+    export_model(run, out)
+    exported = load_file(out / "model.safetensors")
+    assert "lm_head.weight" not in exported and json.loads((out / "config.json").read_text())["tie_word_embeddings"]
+
+
+def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_path):
+    """During the warm-up steps only the new rows change (base rows and every other weight bit-identical); then the
+    continual pretraining moves the rest. The output-row fit lowers the loss on the sequences it used."""
+    base, tok_ext = tied_llama
+    from transformers import AutoTokenizer
+
+    n_base = len(AutoTokenizer.from_pretrained(base))
+    data = recipe_dict(setup, tmp_path / "warm", max_steps=4, save_steps=3, weight_decay=0.1, save_total_limit=5)
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    data["monitor"]["every_steps"] = 0
+    data["warmup"] = {"steps": 3, "fit_sequences": 8, "until_base_bpc": False}
+    run_cpt(load_recipe(CptRecipe, data=data))
+    ckpt = load_file(tmp_path / "warm/checkpoints/checkpoint-3/model.safetensors")
+    original = load_file(base / "model.safetensors")
+    start = _fresh_grown(base, tok_ext)
+    emb = ckpt["model.embed_tokens.weight"]
+    assert torch.equal(emb[:n_base], original["model.embed_tokens.weight"])  # base rows: masked, not decayed
+    assert not torch.equal(emb[n_base:], start[n_base:])
+    for name, value in original.items():
+        if name != "model.embed_tokens.weight":
+            assert torch.equal(ckpt[name], value), name
+    final = load_file(tmp_path / "warm/model.safetensors")
+    assert not torch.equal(final["model.layers.0.self_attn.q_proj.weight"],
+                           original["model.layers.0.self_attn.q_proj.weight"])
+    assert not torch.equal(final["model.embed_tokens.weight"][:n_base], original["model.embed_tokens.weight"])
+    report = json.loads((tmp_path / "warm/data_report.json").read_text())
+    fit = report["embedding_warmup"]["fit"]
+    assert len(fit["rounds"]) == 3  # tied: three rounds
+    assert all(r["loss_after"] < r["loss_before"] for r in fit["rounds"])
+    log = [json.loads(l) for l in (tmp_path / "warm/log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if r.get("event") == "warmup_end"] == [3]
+
+
+def test_warmup_ends_when_heldout_bpc_reaches_the_base_and_reports_the_cost(setup, tied_llama, tmp_path,
+                                                                            monkeypatch):
+    """The switch fires at the first check where every held-out bits/char is at or below the base model's. A random
+    tiny model cannot earn back even a small cost, so the base figures are raised by 0.01 bits/char (the extended
+    model starts 0.004 above the true base): the first check (step 2) must end the warm-up."""
+    import yunshan.training.cpt as cpt
+
+    measured = cpt._heldout_bpc
+    calls = []
+
+    def raised_base(*args):
+        values = measured(*args)
+        calls.append(values)
+        return {k: v + 0.01 for k, v in values.items()} if len(calls) == 1 else values
+
+    monkeypatch.setattr(cpt, "_heldout_bpc", raised_base)
+    base, tok_ext = tied_llama
+    data = recipe_dict(setup, tmp_path / "early", max_steps=2, save_steps=100)
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    data["monitor"]["every_steps"] = 0
+    data["warmup"] = {"steps": 40, "fit_sequences": 8, "check_every": 2, "learning_rate": 0.03}
+    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    report = json.loads((tmp_path / "early/data_report.json").read_text())
+    cost = report["extension_cost"]
+    assert set(cost["base"]) == {"general", "domain"} and set(cost["cost_init"]) == {"general", "domain"}
+    assert cost["cost_step0"]["general"]["extended"] == cost["step0"]["general"]
+    warm = report["embedding_warmup"]
+    assert warm["ended"] == "held-out bits/char reached the base model's" and warm["steps"] == 2
+    assert cost["init"]["general"] > calls[0]["general"]  # without the raise, the extension costs at step 0
+    last = warm["checks"][-1]
+    assert all(last[f"bpc_{k}"] <= cost["base"][k] for k in cost["base"])
+    assert summary["steps"] == 42  # the unused warm-up steps go to continual pretraining
+
+
+@pytest.mark.parametrize("mode", ["full", "indices"])
+def test_resume_inside_the_warmup_equals_an_uninterrupted_run(setup, tied_llama, tmp_path, mode):
+    """A run stopped at a checkpoint inside the warm-up (then resumed with resume: auto) ends with exactly the
+    weights of an uninterrupted run: the fit is not redone, the phase and the stream position are restored."""
+    import shutil
+
+    base, tok_ext = tied_llama
+    runs = {}
+    for name in ("a", "b"):
+        data = recipe_dict(setup, tmp_path / name, max_steps=4, save_steps=2, save_total_limit=10)
+        data["model"] = {"name_or_path": str(base)}
+        data["tokenizer"] = {"path": str(tok_ext)}
+        data["monitor"]["every_steps"] = 0
+        data["warmup"] = {"steps": 4, "fit_sequences": 8, "until_base_bpc": False}
+        if mode != "full":
+            data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
+        runs[name] = load_recipe(CptRecipe, data=data)
+    run_cpt(runs["a"])
+    run_cpt(runs["b"])
+    b = tmp_path / "b"
+    # Simulate a kill right after checkpoint 2 (in the warm-up): later checkpoints and the outputs are gone.
+    for step in (4, 6, 8):
+        shutil.rmtree(b / f"checkpoints/checkpoint-{step}")
+    for name in ("model.safetensors", "data_report.json"):
+        (b / name).unlink()
+    run_cpt(runs["b"])
+    wa, wb = load_file(tmp_path / "a/model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ra = json.loads((tmp_path / "a/data_report.json").read_text())
+    rb = json.loads((b / "data_report.json").read_text())
+    assert ra["embedding_warmup"]["steps"] == rb["embedding_warmup"]["steps"] == 4
+    assert ra["tokens_trained"] == rb["tokens_trained"]
+
+
+def test_bf16_losses_follow_fp32(setup, tmp_path):
+    """bf16 autocast (what precision: auto picks on CPUs with AMX / AVX-512 BF16 and on GPUs) trains like fp32: on
+    the tiny model every logged loss is within 2% of fp32's and the final held-out bits/char within 2%."""
+    results = {}
+    for precision in ("fp32", "bf16"):
+        data = recipe_dict(setup, tmp_path / precision, max_steps=16, save_steps=100, precision=precision)
+        data["monitor"]["every_steps"] = 0
+        run_cpt(load_recipe(CptRecipe, data=data))
+        log = [json.loads(l) for l in (tmp_path / precision / "log.jsonl").read_text().splitlines()]
+        results[precision] = ([r["loss"] for r in log if r.get("event") == "train" and "loss" in r],
+                              [r for r in log if r.get("event") == "bpc"][-1]["bpc_general"])
+        assert json.loads((tmp_path / precision / "data_report.json").read_text())["precision"]["value"] == precision
+    (fp32, bpc32), (bf16, bpc16) = results["fp32"], results["bf16"]
+    assert len(fp32) == len(bf16) == 4
+    assert all(abs(a - b) <= 0.02 * a for a, b in zip(fp32, bf16)), (fp32, bf16)
+    assert abs(bpc16 - bpc32) <= 0.02 * bpc32
+    assert fp32 != bf16  # bf16 really ran

@@ -82,12 +82,46 @@ def remove_incomplete_after(folder: str | Path, step: int | None) -> list[Path]:
 
 
 class YunshanTrainer(Trainer):
-    """Trainer whose checkpoints hold the data stream position and are marked complete before rotation."""
+    """Trainer whose checkpoints hold the data stream position and are marked complete before rotation.
 
-    def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, **kwargs):
+    With `warmup` (a yunshan.training.embedding_warmup.WarmupController) the new vocabulary rows get a param group
+    of their own and every group its own learning-rate lambda, so one run holds the embedding warm-up and the
+    continual pretraining after it; the controller's state is saved in every checkpoint."""
+
+    def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.data_stream = data_stream
         self.sequences_per_step = sequences_per_step
+        self.warmup = warmup
+        if warmup is not None:
+            warmup.trainer = self
+
+    def create_optimizer(self, model=None):
+        fresh = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if fresh and self.warmup is not None:
+            self.warmup.split_optimizer(optimizer)
+        return optimizer
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.warmup is None or self.lr_scheduler is not None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        import torch
+        from transformers import get_scheduler
+
+        optimizer = optimizer or self.optimizer
+
+        def schedule(steps: int):
+            # transformers' own schedule over the steps after the warm-up (same formulas as without one)
+            dummy = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+            return get_scheduler(self.args.lr_scheduler_type, optimizer=dummy,
+                                 num_warmup_steps=self.args.get_warmup_steps(steps), num_training_steps=steps,
+                                 scheduler_specific_kwargs=self.args.lr_scheduler_kwargs).lr_lambdas[0]
+
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, self.warmup.lr_lambdas(optimizer, schedule, num_training_steps))
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
 
     def _save_checkpoint(self, model, trial) -> None:
         limit = self.args.save_total_limit
@@ -100,6 +134,8 @@ class YunshanTrainer(Trainer):
         folder = run_dir / f"checkpoint-{self.state.global_step}"
         if self.args.should_save and self.data_stream is not None:
             self.data_stream.save_state(folder, self.state.global_step * self.sequences_per_step)
+        if self.args.should_save and self.warmup is not None:
+            self.warmup.save(folder)
         self.accelerator.wait_for_everyone()
         if self.args.should_save:
             mark_complete(folder, self.state.global_step)

@@ -84,8 +84,10 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.recipe import save_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after
+    from yunshan.training.embedding_warmup import WarmupController, fit_new_rows, new_row_parameters
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
+        apply_lora, grow_embeddings, has_tokenizer, is_tied, load_model, load_tokenizer, new_token_mode,
+        choose_precision, trainable_summary)
     from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
 
     started = time.time()
@@ -93,7 +95,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     out = Path(train.output_dir)
     rank_zero = int(os.environ.get("RANK", "0")) == 0
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    precision = resolve_precision(train.precision)
+    precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
 
     tok_path = recipe.tokenizer.path or recipe.model.name_or_path
@@ -132,7 +134,30 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         }
 
     model = load_model(recipe.model, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    monitor_length = recipe.monitor.max_length or recipe.data.seq_len
+    autocast = precision == "bf16"
+    extending = base_tokenizer is not None and len(tokenizer) > len(base_tokenizer)
+    cost: dict = {}
+    if extending and heldout and resume_from is None:
+        # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
+        cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast)
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+    if cost:
+        cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast)
+    warm = recipe.warmup
+    rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, new_ids) != "none"
+    warmup_on = bool(new_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
+    if warmup_on and not rows_trainable:
+        raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
+                         "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
+    fit_report = None
+    if warmup_on and warm.fit and resume_from is None:
+        rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
+        sequences = [item["input_ids"].tolist() for _, item in zip(range(warm.fit_sequences),
+                                                                    build_stream(recipe, tokenizer))]
+        fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
+                                  lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
+                                  log=print if rank_zero else (lambda *_: None))
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids)
     if rank_zero:
@@ -143,26 +168,37 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         stream.load_state(resume_from)
         if rank_zero:
             print(f"resuming from {resume_from} (sequence {stream.mixer.sequence})", flush=True)
+    warmup_steps = warm.steps if warmup_on else 0
+    total_steps = train.max_steps + warmup_steps
     if rank_zero:
-        print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision}; "
-              f"{tokens_per_step:,} tokens per step x {train.max_steps} steps", flush=True)
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
+              f"{tokens_per_step:,} tokens per step x {total_steps} steps"
+              + (f" (up to {warmup_steps} of them embedding warm-up)" if warmup_steps else ""), flush=True)
 
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step,
                          lambda step: stream.state_before(step * sequences_per_step)["emitted"])
     callbacks = [logger, *(callbacks or [])]
     monitor = None
     if heldout:
-        monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps,
-                                    recipe.monitor.max_length or recipe.data.seq_len, logger)
+        monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps, monitor_length, logger)
         callbacks.append(monitor)
+    controller = None
+    if warmup_on:
+        controller = WarmupController(warm, new_row_parameters(model, new_ids), train.learning_rate, monitor=monitor,
+                                      base_bpc=cost.get("base"), logger=logger)
+        if resume_from is not None:
+            controller.load(resume_from)
+        callbacks.append(controller)
+    if cost and rank_zero:
+        _report_cost(cost, new_ids, total_steps * tokens_per_step, warmup_on, out)
     targs = training_arguments(
-        train, out, ckpt_dir, train.max_steps, precision, rank_zero,
+        train, out, ckpt_dir, total_steps, precision, rank_zero,
         ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
         dataloader_num_workers=0,  # the stream tracks its position in this process
     )
     trainer = YunshanTrainer(
         model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
-        callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step,
+        callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
     )
     if monitor is not None:
         monitor.trainer = trainer
@@ -179,6 +215,14 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         final.save_pretrained(out)
         tokenizer.save_pretrained(out)
         report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
+        report["precision"] = {"value": precision, "reason": precision_reason}
+        if new_ids:
+            report["new_tokens"] = len(new_ids)
+            cost_file = out / "extension_cost.json"
+            if cost_file.is_file():
+                report["extension_cost"] = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
+        if controller is not None:
+            report["embedding_warmup"] = {**controller.report(tokens_per_step), "fit": fit_report}
         (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
         if monitor is not None:
             summary["bpc"] = monitor.history
@@ -188,6 +232,57 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
               flush=True)
     trainer.accelerator.wait_for_everyone()
     return summary
+
+
+def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool) -> dict:
+    """Bits per character of each held-out set (the forgetting monitor's computation)."""
+    import torch
+
+    from yunshan.training.monitoring import bits_per_character
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        return {name: bits_per_character(model, tokenizer, docs, max_length)["bpc"] for name, docs in heldout.items()}
+
+
+# Fewer training tokens than this per new token, and the new rows are barely trained (YunShan: 36.5B tokens for
+# 9,545 new tokens); the warning says so before the run spends its budget.
+TOKENS_PER_NEW_TOKEN_WARNING = 1000
+
+
+def _report_cost(cost: dict, new_ids: list[int], planned_tokens: int, warmup_on: bool, out: Path) -> None:
+    """Print and save the step-0 cost of the extension; warn when it is large for the planned budget."""
+    from yunshan.training.embedding_warmup import format_cost, relative_cost
+
+    saved = {"base": cost["base"], "init": cost["init"], "cost_init": relative_cost(cost["base"], cost["init"]),
+             "new_tokens": len(new_ids), "planned_tokens": planned_tokens}
+    print(f"extension cost at step 0 (bits/char, base model with its own tokenizer -> extended model, new rows "
+          f"as initialised): {format_cost(saved['cost_init'])}", flush=True)
+    per_token = planned_tokens / max(len(new_ids), 1)
+    rise = max((c["change"] for c in saved["cost_init"].values()), default=0.0)
+    warnings = []
+    if rise > 0.05 and not warmup_on:
+        warnings.append(f"the extension raises held-out bits/char by up to {100 * rise:.0f}% at step 0 and the "
+                        "embedding warm-up is off (warmup.enabled)")
+    if per_token < TOKENS_PER_NEW_TOKEN_WARNING:
+        warnings.append(f"the planned run trains {planned_tokens:,} tokens for {len(new_ids):,} new tokens "
+                        f"({per_token:,.0f} per new token, under {TOKENS_PER_NEW_TOKEN_WARNING:,}): the new rows "
+                        "will be barely trained; fewer new tokens or a longer run recover more of the cost")
+    for warning in warnings:
+        print(f"warning: {warning}", flush=True)
+    saved["warnings"] = warnings
+    (out / "extension_cost.json").write_text(json.dumps(saved, indent=2))
+
+
+def _cost_with_step0(cost: dict, log_path: Path) -> dict:
+    """Add the monitor's step-0 figures (the extended model after the output-row fit) to the saved cost."""
+    from yunshan.training.embedding_warmup import relative_cost
+
+    rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()] if log_path.is_file() else []
+    first = next((r for r in rows if r.get("event") == "bpc" and r.get("step") == 0), None)
+    if first is not None:
+        cost["step0"] = {k[4:]: v for k, v in first.items() if k.startswith("bpc_")}
+        cost["cost_step0"] = relative_cost(cost["base"], cost["step0"])
+    return cost
 
 
 def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int) -> dict:

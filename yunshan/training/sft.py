@@ -236,14 +236,14 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, resolve_precision, trainable_summary)
+        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, choose_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
 
     started = time.time()
     train = recipe.training
     out = Path(train.output_dir)
     rank_zero = int(os.environ.get("RANK", "0")) == 0
-    precision = resolve_precision(train.precision)
+    precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
 
     tok_path = recipe.tokenizer.path or recipe.model.name_or_path
@@ -278,7 +278,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                 "sources": report["sources"], "precision": precision}
 
     model = load_model(recipe.model, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer)
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+    report["precision"] = {"value": precision, "reason": precision_reason}
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
@@ -288,7 +289,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report['samples']} samples in "
-              f"{len(rows)} rows; {max_steps} steps; chat template: "
+              f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
 
     targs = training_arguments(
