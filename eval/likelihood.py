@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .line_encoding import common_prefix_length, encode_texts
-from .shared_prefix import last_log_probs_packed, prefix_cache, supports_packed_tails
+from .shared_prefix import cache_argument, last_log_probs_packed, prefix_cache, supports_packed_tails
 
 
 @dataclass
@@ -131,8 +131,7 @@ MIN_SHARED_PREFIX = 16
 
 
 def _accepts_cache(model) -> bool:
-    params = inspect.signature(model.forward).parameters
-    return "past_key_values" in params and "position_ids" in params
+    return cache_argument(model) is not None and "position_ids" in inspect.signature(model.forward).parameters
 
 
 def _common_prefix_length(rows: list[list[int]]) -> int:
@@ -157,8 +156,9 @@ def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> lis
     full_mask = torch.cat([torch.ones((len(rows), shared), dtype=mask.dtype, device=device), mask], dim=1)
     positions = (shared + torch.arange(ids.shape[1], device=device)).unsqueeze(0).expand(len(rows), -1)
     wanted = sorted({len(t) - 1 for t in tails})
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=cache,
-                   use_cache=True, logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device)).logits
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
+                   logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device),
+                   **{cache_argument(model): cache}).logits
     column = {p: i for i, p in enumerate(wanted)}
     return [torch.log_softmax(logits[i, [column[len(t) - 1]]].float(), dim=-1) for i, t in enumerate(tails)]
 

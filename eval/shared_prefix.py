@@ -196,6 +196,15 @@ def supports_packed_tails(model) -> bool:
     return getattr(config, "attn_logit_softcapping", None) is None
 
 
+def cache_argument(model) -> str | None:
+    """The name under which `model.forward` takes a KV cache: `cache` (transformers >= 5.24, which renamed it),
+    `past_key_values` (earlier versions and models written for them), or None."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return next((name for name in ("cache", "past_key_values") if name in params), None)
+
+
 @torch.no_grad()
 def prefix_cache(model, prefix: list[int]):
     """A DynamicCache holding the KV (and any convolution state) of one run of `prefix` (batch 1)."""
@@ -203,7 +212,8 @@ def prefix_cache(model, prefix: list[int]):
 
     cache = DynamicCache(config=model.config)
     device = next(model.parameters()).device
-    model(input_ids=torch.tensor([prefix], device=device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+    model(input_ids=torch.tensor([prefix], device=device), use_cache=True, logits_to_keep=1,
+          **{cache_argument(model): cache})
     return cache
 
 
@@ -225,8 +235,8 @@ def last_log_probs_packed(lm, rows: list[list[int]], shared: int) -> list[torch.
     ids = torch.tensor([[t for tail in tails for t in tail]], dtype=torch.long, device=device)
     positions = torch.cat([torch.arange(shared, shared + n) for n in lengths]).unsqueeze(0).to(device)
     with _attention_implementation(model, ATTENTION_NAME):
-        logits = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
-                       logits_to_keep=layout.last, yunshan_packed_tails=layout).logits
+        logits = model(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=layout.last,
+                       yunshan_packed_tails=layout, **{cache_argument(model): cache}).logits
     if layout.calls != model.config.num_hidden_layers:
         raise RuntimeError(f"{type(model).__name__}: the shared-prefix attention ran in {layout.calls} of "
                            f"{model.config.num_hidden_layers} layers; its layers do not pass attention kwargs through")

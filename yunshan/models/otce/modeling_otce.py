@@ -18,6 +18,7 @@ imports only torch and transformers (and its sibling configuration file) so that
 remote code.
 """
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -36,6 +37,12 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_otce import OtceConfig
+
+
+# transformers 5.24 renamed the KV-cache argument and output field `past_key_values` to `cache` (the old name is
+# deprecated there): the model accepts either and hands the cache on under the name this version reads, so that
+# `generate()` keeps its cache with 5.23 and with 5.24+.
+CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 
 # Activations by the names OtceConfig accepts. Plain torch functions, so the file needs nothing else.
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -802,10 +809,12 @@ class OtceModel(OtcePreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> MoeModelOutputWithPast:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        past_key_values = cache if cache is not None else past_key_values
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         if use_cache and past_key_values is None:
@@ -827,12 +836,12 @@ class OtceModel(OtcePreTrainedModel):
             config=self.config,
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
             position_ids=position_ids,
+            **{CACHE_NAME: past_key_values},
         )
         ssm_mask = create_recurrent_attention_mask(
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            **{CACHE_NAME: past_key_values},
         )
         # Positions that restart at 0 inside the sequence mark packed documents (or left padding): the SSM clears
         # its state there and its convolution does not reach across.
@@ -859,7 +868,7 @@ class OtceModel(OtcePreTrainedModel):
                 **kwargs,
             )
         hidden_states = self.norm(hidden_states)
-        return MoeModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
+        return MoeModelOutputWithPast(last_hidden_state=hidden_states, **{CACHE_NAME: past_key_values})
 
 
 class OtceForCausalLM(OtcePreTrainedModel, GenerationMixin):
@@ -887,6 +896,7 @@ class OtceForCausalLM(OtcePreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_router_logits: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        cache: Cache | None = None,
         **kwargs,
     ) -> MoeCausalLMOutputWithPast:
         r"""With `labels`, the loss is the causal LM loss plus `router_aux_loss_coef` times the load-balancing loss
@@ -897,7 +907,7 @@ class OtceForCausalLM(OtcePreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            past_key_values=cache if cache is not None else past_key_values,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_router_logits=need_router,
@@ -920,7 +930,7 @@ class OtceForCausalLM(OtcePreTrainedModel, GenerationMixin):
             loss=loss,
             aux_loss=aux_loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_NAME: getattr(outputs, CACHE_NAME)},
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             router_logits=outputs.router_logits if requested else None,

@@ -12,6 +12,7 @@ No public PanGu-π modeling code exists, so this file is written by hand; it imp
 (and its sibling configuration file) so that `save_pretrained` ships it as remote code.
 """
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -30,6 +31,12 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_pangu_pi import PanguPiConfig
+
+
+# transformers 5.24 renamed the KV-cache argument and output field `past_key_values` to `cache` (the old name is
+# deprecated there): the model accepts either and hands the cache on under the name this version reads, so that
+# `generate()` keeps its cache with 5.23 and with 5.24+.
+CACHE_NAME = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 
 
 class PanguPiRMSNorm(nn.Module):
@@ -491,10 +498,12 @@ class PanguPiModel(PanguPiPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        past_key_values = cache if cache is not None else past_key_values
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         if use_cache and past_key_values is None:
@@ -513,8 +522,8 @@ class PanguPiModel(PanguPiPreTrainedModel):
             config=self.config,
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
             position_ids=position_ids,
+            **{CACHE_NAME: past_key_values},
         )
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids=position_ids)
@@ -530,7 +539,7 @@ class PanguPiModel(PanguPiPreTrainedModel):
                 **kwargs,
             )
         hidden_states = self.norm(hidden_states)
-        return BaseModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
+        return BaseModelOutputWithPast(last_hidden_state=hidden_states, **{CACHE_NAME: past_key_values})
 
 
 class PanguPiForCausalLM(PanguPiPreTrainedModel, GenerationMixin):
@@ -556,13 +565,14 @@ class PanguPiForCausalLM(PanguPiPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        cache: Cache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         outputs: BaseModelOutputWithPast = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            past_key_values=cache if cache is not None else past_key_values,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             **kwargs,
@@ -576,7 +586,7 @@ class PanguPiForCausalLM(PanguPiPreTrainedModel, GenerationMixin):
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_NAME: getattr(outputs, CACHE_NAME)},
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
