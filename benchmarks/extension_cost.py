@@ -250,7 +250,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
     args = parser.parse_args()
     if args.quick:
-        args.new_tokens, args.steps, args.warmup_steps, args.heldout_chars = 800, 4, 2, 3000
+        args.new_tokens, args.steps, args.warmup_steps, args.heldout_chars = 4000, 4, 2, 3000
     model_dir = Path(args.model)
     if not (model_dir / "config.json").is_file():
         print(f"{model_dir}: no model; run `make real-model` first", file=sys.stderr)
@@ -269,7 +269,15 @@ def main() -> int:
     results = {"model": model_dir.name, "new_tokens": args.new_tokens, "heldout_chars": args.heldout_chars,
                "precision": f"{'bf16 autocast' if autocast else 'fp32'} ({why})",
                "budget_tokens": args.steps * 4 * 512, "steps": args.steps, "warmup_steps": args.warmup_steps}
-    results["initialisations"] = part_initialisations(model_dir, tok_dir, docs, autocast, 64 if not args.quick else 4)
+    partial = out / "partial.json"  # a crash in a later part keeps the earlier parts' figures
+    done = json.loads(partial.read_text()) if partial.is_file() and not args.quick else {}
+    if done.get("settings") == [args.new_tokens, args.heldout_chars] and "initialisations" in done:
+        results["initialisations"] = done["initialisations"]
+    else:
+        results["initialisations"] = part_initialisations(model_dir, tok_dir, docs, autocast,
+                                                          64 if not args.quick else 4)
+        partial.write_text(json.dumps({"settings": [args.new_tokens, args.heldout_chars],
+                                       "initialisations": results["initialisations"]}, indent=2))
     results["budget"] = part_budget(model_dir, tok_dir, docs, autocast, args.steps, args.warmup_steps, out / "runs",
                                     monitor_chars=8000 if not args.quick else 1000)
     results["seconds"] = time.perf_counter() - started
