@@ -61,7 +61,9 @@ class EvalArgs:
     diversity_text: str | None = field(default=None, metadata={
         "help": "text file for diversity (default: the sample held-out general text)"})
     eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})
-    dtype: str = field(default="float32", metadata={"help": "float32 (CPU default), bfloat16 or float16"})
+    dtype: str = field(default="float32", metadata={
+        "help": "float32 (default: the reference numbers), auto (bf16 autocast where the hardware multiplies bf16 "
+                "fast, AMX / AVX-512 BF16 / CUDA, float32 elsewhere), bfloat16 or float16 (weights in that dtype)"})
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
     out: str = field(default="runs/eval", metadata={"help": "output folder for results.json/.md and plots"})
@@ -145,6 +147,57 @@ def _default_texts(kind: str) -> list[Path]:
     return held
 
 
+def _run_task(lm, label: str, fmt: str, data: Path | None, args: EvalArgs, heldout, chat: bool, report: dict):
+    """One task on one model; returns (results, data path or None for the text tasks)."""
+    common = dict(limit=args.limit)
+    if fmt == "ceval":
+        from .ceval import run_ceval
+
+        res = run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
+                        prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos,
+                        chat=chat, max_new_tokens=args.max_new_tokens or 32, progress=args.progress,
+                        **common)
+    elif fmt == "cmmlu":
+        from .cmmlu import run_cmmlu
+
+        res = run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
+                        batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                        max_new_tokens=args.max_new_tokens or 32, progress=args.progress, **common)
+    elif fmt == "lawbench":
+        from .lawbench import run_lawbench
+
+        res = run_lawbench(lm, data, batch_size=args.batch_size, chat=chat,
+                           max_new_tokens=args.max_new_tokens or 256, add_bos=args.add_bos,
+                           progress=args.progress, **common)
+    elif fmt == "jecqa":
+        from .jecqa import run_jecqa
+
+        res = run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
+                        max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos,
+                        progress=args.progress, **common)
+    elif fmt == "compression":
+        from .compression import run_compression
+
+        files = [Path(t) for t in args.text] or _default_texts("compression")
+        res = run_compression(lm.tokenizer, files, **common)
+        data = None
+        report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files}
+    elif fmt == "bpc":
+        from .bpc import run_bpc
+
+        files = heldout or {p.stem: p for p in _default_texts("bpc")}
+        res = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
+                      batch_size=max(1, args.batch_size // 2), progress=args.progress, **common)
+        report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files.values()}
+    else:
+        from .diversity import run_diversity
+
+        text = Path(args.diversity_text) if args.diversity_text else _default_texts("diversity")[0]
+        res = run_diversity(lm, text, eps=args.eps, batch_size=args.batch_size, **common)
+        report["tasks"].setdefault(label, {})["files"] = _hash_files(text)
+    return res, data
+
+
 def run_eval(args: EvalArgs) -> dict:
     """Run every task on every model; returns the report (and writes it under args.out)."""
     from yunshan import __version__
@@ -175,57 +228,14 @@ def run_eval(args: EvalArgs) -> dict:
         else:
             lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights)
             report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.model).__name__,
-                                      "parameters": sum(p.numel() for p in lm.model.parameters())}
+                                      "parameters": sum(p.numel() for p in lm.model.parameters()),
+                                      "precision": lm.precision}
         from .generation import use_chat
 
         chat = use_chat(lm.tokenizer, args.chat)
         for label, fmt, data in tasks:
-            common = dict(limit=args.limit)
-            if fmt == "ceval":
-                from .ceval import run_ceval
-
-                res = run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
-                                prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos,
-                                chat=chat, max_new_tokens=args.max_new_tokens or 32, progress=args.progress,
-                                **common)
-            elif fmt == "cmmlu":
-                from .cmmlu import run_cmmlu
-
-                res = run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
-                                batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
-                                max_new_tokens=args.max_new_tokens or 32, progress=args.progress, **common)
-            elif fmt == "lawbench":
-                from .lawbench import run_lawbench
-
-                res = run_lawbench(lm, data, batch_size=args.batch_size, chat=chat,
-                                   max_new_tokens=args.max_new_tokens or 256, add_bos=args.add_bos,
-                                   progress=args.progress, **common)
-            elif fmt == "jecqa":
-                from .jecqa import run_jecqa
-
-                res = run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
-                                max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos,
-                                progress=args.progress, **common)
-            elif fmt == "compression":
-                from .compression import run_compression
-
-                files = [Path(t) for t in args.text] or _default_texts("compression")
-                res = run_compression(lm.tokenizer, files, **common)
-                data = None
-                report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files}
-            elif fmt == "bpc":
-                from .bpc import run_bpc
-
-                files = heldout or {p.stem: p for p in _default_texts("bpc")}
-                res = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
-                              batch_size=max(1, args.batch_size // 2), progress=args.progress, **common)
-                report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files.values()}
-            else:
-                from .diversity import run_diversity
-
-                text = Path(args.diversity_text) if args.diversity_text else _default_texts("diversity")[0]
-                res = run_diversity(lm, text, eps=args.eps, batch_size=args.batch_size, **common)
-                report["tasks"].setdefault(label, {})["files"] = _hash_files(text)
+            with lm.compute():
+                res, data = _run_task(lm, label, fmt, data, args, heldout, chat, report)
             results[label][name] = res
             entry = report["tasks"].setdefault(label, {})
             if data is not None:

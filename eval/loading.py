@@ -25,6 +25,15 @@ class LoadedModel:
     model: object
     tokenizer: object
     sha256: str | None
+    autocast: bool = False  # run the forward passes under bf16 autocast (`--dtype auto` on fast-bf16 hardware)
+    precision: str = "float32"  # what the forward passes compute in, and why (saved in results.json)
+
+    def compute(self):
+        """The context every forward pass of this model runs in: bf16 autocast or nothing."""
+        import torch
+
+        return torch.autocast(self.model.device.type if self.model is not None else "cpu", dtype=torch.bfloat16,
+                              enabled=self.autocast)
 
     @property
     def max_length(self) -> int:
@@ -64,7 +73,9 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
     Args:
         path: a local folder saved by `save_pretrained` (any causal LM; PanGu-π works because importing yunshan
             registers it), or a name already in the local HF cache.
-        dtype: "float32" (default: bf16/fp16 matmuls are ~100x slower on CPU), "bfloat16" or "float16".
+        dtype: "float32" (default), "auto" (float32 weights, bf16 autocast where the hardware multiplies bf16
+            fast: yunshan.precision), "bfloat16" or "float16" (weights in that dtype; ~100x slower than float32
+            on CPUs without AMX or AVX-512 BF16).
         device: torch device string.
         hash_weights: record the sha256 of the model folder's files (slow only for multi-GB checkpoints).
     """
@@ -72,9 +83,9 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import yunshan  # noqa: F401  (registers PanGu-π with the Auto classes)
+    from yunshan.precision import eval_autocast
 
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"--dtype {dtype!r} is not valid; use float32, bfloat16 or float16")
+    dtype, autocast, reason = eval_autocast(dtype)
     if not Path(path).exists():
         raise FileNotFoundError(f"model {path!r}: no such folder (models load offline from a local folder)")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -84,8 +95,10 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
         # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
     name = Path(path).name or str(path)
+    precision = f"{'bfloat16 autocast' if autocast else dtype} ({reason})"
     return LoadedModel(name=name, path=str(path), model=model, tokenizer=tokenizer,
-                       sha256=sha256_model_dir(path) if hash_weights else None)
+                       sha256=sha256_model_dir(path) if hash_weights else None, autocast=autocast,
+                       precision=precision)
 
 
 def load_tokenizer_only(path: str, hash_files: bool = True) -> LoadedModel:

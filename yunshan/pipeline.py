@@ -421,7 +421,7 @@ class PipelineRunner:
         report = run_eval(EvalArgs(
             model=model_dirs, tasks=list(e.tasks), data_dir=e.data_dir, limit=e.limit, shots=e.shots, mode=e.mode,
             heldout=list(e.heldout), text=list(e.text), max_length=e.max_length, batch_size=e.batch_size,
-            out=str(out), progress=True))
+            dtype=e.dtype, out=str(out), progress=True))
         return {"results": "results.json", "models": model_dirs, "seconds": report.get("seconds")}
 
     def stage_eval_before(self) -> dict:

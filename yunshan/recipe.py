@@ -574,6 +574,9 @@ class EvalStageArgs:
     mode: str = field(default="loglik", metadata={"help": "loglik (answer-only) or generate"})
     max_length: int | None = field(default=None, metadata={"help": "bpc window (default: the model's context)"})
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
+    dtype: str = field(default="float32", metadata={
+        "help": "float32 (the reference numbers) or auto (bf16 autocast where the hardware multiplies bf16 fast, "
+                "float32 elsewhere), bfloat16, float16: yunshan eval --dtype"})
 
 
 @dataclass

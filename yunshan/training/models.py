@@ -12,49 +12,11 @@ from pathlib import Path
 
 import torch
 
+from yunshan.precision import choose_precision, fast_bf16, resolve_precision  # noqa: F401  (re-exported)
+
 logger = logging.getLogger("yunshan")
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-def fast_bf16() -> tuple[bool, str]:
-    """Whether this machine runs bfloat16 matrix products faster than float32, and the reason.
-
-    CUDA: a GPU that supports bf16. CPU: AMX tiles (Intel Sapphire Rapids and newer) or AVX-512 BF16 (Intel Cooper
-    Lake, AMD Zen 4 and newer), the instructions oneDNN uses for bf16 matmuls; measured here, bf16 matmuls ran 4.4x
-    (AMD Zen 5, AVX-512 BF16) to 5.4x (Intel Xeon, AMX) faster than float32. Without them bf16 is emulated and about
-    100x slower (AMD Zen 3), so the answer comes from the hardware checks torch exposes, never from an assumption.
-    """
-    if torch.cuda.is_available():
-        if torch.cuda.is_bf16_supported():
-            return True, f"CUDA GPU {torch.cuda.get_device_name()} supports bf16"
-        return False, f"CUDA GPU {torch.cuda.get_device_name()} has no bf16 support"
-    cpu = getattr(torch, "cpu", None)
-    amx = bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)())
-    avx512_bf16 = bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
-    if not torch.backends.mkldnn.is_available():
-        return False, "CPU without oneDNN in this torch build: bf16 would be emulated"
-    if amx:
-        return True, "CPU with AMX tiles (bf16 matmuls in hardware)"
-    if avx512_bf16:
-        return True, "CPU with AVX-512 BF16 (bf16 dot products in hardware)"
-    return False, "CPU without AMX or AVX-512 BF16: bf16 would be emulated, far slower than fp32"
-
-
-def choose_precision(precision: str) -> tuple[str, str]:
-    """(precision, reason): `auto` -> bf16 where the hardware has fast bf16 (`fast_bf16`), else fp32; any other
-    value is kept as asked."""
-    if precision not in ("auto", "fp32", "bf16", "fp16"):
-        raise ValueError(f"training.precision must be auto, fp32, bf16 or fp16, got {precision!r}")
-    if precision != "auto":
-        return precision, "set in the recipe"
-    fast, why = fast_bf16()
-    return ("bf16" if fast else "fp32"), f"auto: {why}"
-
-
-def resolve_precision(precision: str) -> str:
-    """The precision `training.precision` resolves to on this machine (`choose_precision`)."""
-    return choose_precision(precision)[0]
 
 
 def has_tokenizer(path: str | os.PathLike) -> bool:
