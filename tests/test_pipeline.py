@@ -36,7 +36,9 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                     {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},
                 "training": {"max_steps": 6, "per_device_batch_size": 4, "learning_rate": 3e-3, "save_steps": 3,
                              "logging_steps": 2},
-                "warmup": {"steps": 2, "fit_sequences": 4}},
+                "warmup": {"steps": 2, "fit_sequences": 4},
+                "monitor": {"every_steps": 0, "general": [f"{s}/heldout/general.txt"],
+                            "domain": [f"{s}/heldout/finance.txt"], "max_chars": 1500}},
         "sft": {"data": {"max_length": 128, "sources": [
                     {"name": "general", "path": f"{s}/sft/general_alpaca.jsonl", "format": "alpaca",
                      "max_samples": 40, "heldout": 1}]},
@@ -69,6 +71,12 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert "| metric | before | after cpt | after sft | change |" in report
     assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report
     assert (out / "00_base/STAND_IN_BASE.md").is_file()
+    # The extension's step-0 cost and its recovery, and the precision each training stage ran in.
+    cost = run_json["stages"]["cpt"]["summary"]["extension_cost"]
+    assert set(cost["base"]) == {"general", "domain"} and cost["new_tokens"] == 320
+    assert "## Vocabulary extension: cost at step 0 and recovery" in report
+    assert f"| general | {cost['base']['general']:.4f} | {cost['init']['general']:.4f} (" in report
+    assert run_json["stages"]["cpt"]["summary"]["precision"]["reason"] in report
     # The extended tokenizer reached the trained model, with subword-mean rows.
     tok_size = run_json["stages"]["tokenizer"]["summary"]["new_vocab"]
     cpt_config = json.loads((out / "03_cpt/config.json").read_text())

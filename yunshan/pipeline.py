@@ -445,9 +445,14 @@ class PipelineRunner:
         summary = run_cpt(recipe)
         shutil.rmtree(self.folder("cpt") / "checkpoints", ignore_errors=True)
         report = summary["data_report"]
-        return {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report["tokens_trained"],
-                "tokens_by_source": {n: s["tokens_trained"] for n, s in report["sources"].items()},
-                "bpc": summary.get("bpc")}
+        out = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report["tokens_trained"],
+               "tokens_by_source": {n: s["tokens_trained"] for n, s in report["sources"].items()},
+               "bpc": summary.get("bpc"), "precision": report.get("precision")}
+        if "extension_cost" in report:
+            out["extension_cost"] = report["extension_cost"]
+        if "embedding_warmup" in report:
+            out["embedding_warmup"] = {k: v for k, v in report["embedding_warmup"].items() if k != "checks"}
+        return out
 
     def stage_sft(self) -> dict:
         from yunshan.recipe import SftRecipe, TokenizerArgs
@@ -464,6 +469,7 @@ class PipelineRunner:
         shutil.rmtree(self.folder("sft") / "checkpoints", ignore_errors=True)
         report = summary["data_report"]
         return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report["samples"],
+                "precision": report.get("precision"),
                 "samples_by_source": {n: v["samples"] for n, v in report["sources"].items()}}
 
     def stage_export(self) -> dict:
@@ -552,6 +558,13 @@ class PipelineRunner:
                 s = manifest["stages"][stage]
                 lines.append(f"| {stage} | {s['status']} | {s.get('seconds', '')} | `{s.get('output', '')}` |")
         cpt = manifest["stages"].get("cpt", {}).get("summary")
+        if cpt and cpt.get("extension_cost"):
+            lines += ["", *_extension_cost_lines(cpt)]
+        precisions = [(stage, manifest["stages"][stage].get("summary", {}).get("precision"))
+                      for stage in ("cpt", "sft") if stage in manifest["stages"]]
+        if any(p for _, p in precisions):
+            lines += ["", "Training precision: " + "; ".join(f"{stage} {p['value']} ({p['reason']})"
+                                                            for stage, p in precisions if p)]
         if cpt:
             lines += ["", "## Continual-pretraining mixture (tokens trained)", "", "| source | tokens | share |",
                       "|---|---:|---:|"]
@@ -584,6 +597,35 @@ class PipelineRunner:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _extension_cost_lines(cpt: dict) -> list[str]:
+    """The step-0 cost of the vocabulary extension and what the warm-up and CPT recovered (held-out bits/char)."""
+    cost = cpt["extension_cost"]
+    warm = cpt.get("embedding_warmup") or {}
+    final = (cpt.get("bpc") or [{}])[-1]
+    columns = [("base model, own tokenizer", cost.get("base", {})), ("extended, new rows as initialised",
+                                                                    cost.get("init", {}))]
+    if cost.get("step0") and warm.get("fit"):
+        columns.append(("after the output-row fit", cost["step0"]))
+    columns.append((f"after cpt (step {final.get('step', '?')})", {k[4:]: v for k, v in final.items()
+                                                                    if k.startswith("bpc_")}))
+    lines = ["## Vocabulary extension: cost at step 0 and recovery (held-out bits/char of the cpt monitor)", "",
+             f"{cost.get('new_tokens', '?'):,} new tokens; {cost.get('planned_tokens', 0):,} training tokens "
+             "planned.", "", "| held-out | " + " | ".join(label for label, _ in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for name, base in cost.get("base", {}).items():
+        cells = []
+        for label, values in columns:
+            value = values.get(name)
+            cells.append("" if value is None else f"{value:.4f}" if values is cost["base"]
+                         else f"{value:.4f} ({100 * (value / base - 1):+.1f}%)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if warm:
+        lines += ["", f"Embedding warm-up: {warm.get('steps')} steps ({warm.get('ended')}), new rows only, learning "
+                      f"rate {warm.get('learning_rate')}."]
+    lines += [f"Warning: {w}" for w in cost.get("warnings", [])]
+    return lines
 
 
 def _barrier() -> None:
