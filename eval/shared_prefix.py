@@ -181,6 +181,55 @@ def _attention_implementation(model, name: str):
         model.config._attn_implementation = previous
 
 
+@torch.no_grad()
+def log_probs_packed_at(lm, rows: list[list[int]], shared: int, positions: list[list[int]]) -> list[torch.Tensor]:
+    """Log-softmax (float32, shape (len(positions[i]), vocab)) at the given input positions of each row, as one
+    forward of each row would give them; rows[i][:shared] must all be equal.
+
+    The prefix runs once and returns the logits of the needed positions inside it (usually only its last, which
+    predicts every option's first token); the tails (each row after the prefix) run as one packed row against its
+    cache, every tail token getting an output (multi-token continuations: cloze options)."""
+    model = lm.model
+    device = next(model.parameters()).device
+    from transformers import DynamicCache
+
+    inside = sorted({p for pos in positions for p in pos if p < shared})
+    cache = DynamicCache(config=model.config)
+    keep = torch.tensor(inside or [shared - 1], dtype=torch.long, device=device)
+    prefix_logits = model(input_ids=torch.tensor([rows[0][:shared]], device=device), use_cache=True,
+                          logits_to_keep=keep, **{cache_argument(model): cache}).logits[0]
+    found = {p: torch.log_softmax(prefix_logits[k].float(), dim=-1) for k, p in enumerate(inside)}
+    tail_rows = [i for i, row in enumerate(rows) if any(p >= shared for p in positions[i])]
+    tail_index: dict[tuple[int, int], int] = {}
+    if tail_rows:
+        lengths = [max(p for p in positions[i]) + 1 - shared for i in tail_rows]  # tokens after the last needed
+        starts = [sum(lengths[:k]) for k in range(len(lengths))]                  # position are not run at all
+        wanted = []
+        for slot, i in enumerate(tail_rows):
+            for p in positions[i]:
+                if p >= shared:
+                    tail_index[(i, p)] = len(wanted)
+                    wanted.append(starts[slot] + p - shared)
+        _register()
+        layout = PackedTails.build(shared, lengths, device)
+        ids = torch.tensor([[t for i, n in zip(tail_rows, lengths) for t in rows[i][shared:shared + n]]],
+                           dtype=torch.long, device=device)
+        position_ids = torch.cat([torch.arange(shared, shared + n) for n in lengths]).unsqueeze(0).to(device)
+        with _attention_implementation(model, ATTENTION_NAME):
+            logits = model(input_ids=ids, position_ids=position_ids, use_cache=True, yunshan_packed_tails=layout,
+                           logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device),
+                           **{cache_argument(model): cache}).logits[0]
+        if layout.calls != model.config.num_hidden_layers:
+            raise RuntimeError(f"{type(model).__name__}: the shared-prefix attention ran in {layout.calls} of "
+                               f"{model.config.num_hidden_layers} layers; its layers do not pass attention kwargs "
+                               "through")
+    out = []
+    for i, pos in enumerate(positions):
+        out.append(torch.stack([found[p] if p < shared else torch.log_softmax(logits[tail_index[(i, p)]].float(),
+                                                                               dim=-1) for p in pos]))
+    return out
+
+
 def supports_packed_tails(model) -> bool:
     """True for model types whose layers mix tokens only by full causal attention through ALL_ATTENTION_FUNCTIONS."""
     config = model.config

@@ -111,6 +111,27 @@ QUESTIONS = [
 ]
 
 
+@pytest.fixture(scope="session")
+def pangu_conv_lm(tokenizer_dir):
+    """PanGu-π with the causal neighbour convolution (its cached state is repeated, never packed), weights made
+    large enough that the convolution matters."""
+    from transformers import AutoTokenizer
+
+    from yunshan.eval.loading import wrap_model
+    from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(3)
+    config = PanguPiConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, aug_reduction=4, siaf_neighbor_kernel=3,
+                           max_position_embeddings=512, pad_token_id=0)
+    model = PanguPiForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.neighbor_conv.weight.normal_(0.0, 0.5)
+    return wrap_model(model, tok)
+
+
 def write_ceval(root: Path, subjects: dict[str, tuple[str, str, str]] | None = None, n_val: int = 4,
                 n_dev: int = 3) -> Path:
     subjects = subjects or {"accounting": ("Accounting", "会计", "Accounting"),

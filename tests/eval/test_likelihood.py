@@ -128,24 +128,9 @@ def _few_shot_prompts():
 
 
 @pytest.mark.parametrize("which", ["llama", "pangu", "pangu_conv"])
-def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, tokenizer_dir, tmp_path, monkeypatch):
-    if which == "pangu_conv":  # PanGu-π with the causal neighbour convolution: its cached state is repeated too
-        from transformers import AutoTokenizer
-
-        from yunshan.eval.loading import wrap_model
-        from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
-
-        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-        config = PanguPiConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, aug_reduction=4, siaf_neighbor_kernel=3,
-                               max_position_embeddings=512, pad_token_id=0)
-        model = PanguPiForCausalLM(config)
-        with torch.no_grad():
-            for layer in model.model.layers:
-                layer.mlp.neighbor_conv.weight.normal_(0.0, 0.5)
-        lm = wrap_model(model, tok)
-    else:
-        lm = request.getfixturevalue(which)
+def test_shared_few_shot_prefix_runs_once_and_matches_direct(which, request, monkeypatch):
+    # PanGu-π with the causal neighbour convolution: its cached state is repeated too
+    lm = request.getfixturevalue("pangu_conv_lm" if which == "pangu_conv" else which)
     import yunshan.eval.likelihood as lk
 
     calls = {"packed": [], "repeated": []}
@@ -181,3 +166,50 @@ def test_plan_batches_keeps_subjects_apart_and_pools_the_rest():
     assert [len(b) for b, c in plan if c] == [16, 4, 16, 4]
     assert all(c == 0 for b, c in plan if {rows[k][-1] for k in b} == {3})
     assert plan_batches(rows, 16, share_prefixes=False)[0][1] == 0
+
+
+@pytest.mark.parametrize("which", ["llama", "pangu", "pangu_conv"])
+def test_multi_token_options_share_their_question_and_match_direct(which, request, monkeypatch):
+    """Cloze-style options of several tokens: the options of a question share its whole context, which runs once
+    (packed tails for attention-only models, the repeated cache for PanGu-π with its convolution); every option's
+    log-likelihood equals one plain forward per option (float32 rounding only)."""
+    lm = request.getfixturevalue("pangu_conv_lm" if which == "pangu_conv" else which)
+    import yunshan.eval.likelihood as lk
+
+    calls = {"packed": [], "repeated": [], "plain": []}
+    for name, attr in (("packed", "log_probs_packed_at"), ("repeated", "_log_probs_shared_prefix_at"),
+                       ("plain", "_log_probs_at")):
+        original = getattr(lk, attr)
+        monkeypatch.setattr(lk, attr, lambda *a, _f=original, _c=calls[name]: _c.append(len(a[1])) or _f(*a))
+    options = ["财务状况", "经营成果和现金", "现金流量", "所有者权益变动表的附注"]
+    prompts = [p for p in PROMPTS if len(p) > 20]
+    scores = score_choices(lm, [(p, options) for p in prompts], batch_size=8)
+    path = "repeated" if which == "pangu_conv" else "packed"
+    assert len(calls[path]) == len(prompts) and not calls["plain"]  # one shared-prefix batch per question
+    for prompt, s in zip(prompts, scores):
+        assert max(s.n_tokens) > 1
+        assert s.logliks == pytest.approx(direct_logliks(lm, prompt, options), rel=1e-6, abs=1e-5)
+
+
+def test_length_batches_cap_rows_and_padded_tokens():
+    from yunshan.eval.likelihood import plan_length_batches
+
+    lengths = [3000, 10, 500, 600, 20, 30, 600, 2048, 40]
+    batches = plan_length_batches(lengths, batch_size=3, max_tokens=1200)
+    assert sorted(k for b in batches for k in b) == list(range(len(lengths)))
+    # longest first; a row longer than the budget runs alone; no batch over 3 rows or 1200 padded tokens
+    assert batches[0] == [0] and batches[1] == [7]
+    assert [lengths[k] for k in batches[2]] == [600, 600] and [lengths[k] for k in batches[3]] == [500]
+    assert all(len(b) <= 3 and max(lengths[k] for k in b) * len(b) <= 1200 or len(b) == 1 for b in batches)
+    assert [sorted(lengths[k] for k in b) for b in batches[4:]] == [[20, 30, 40], [10]]
+
+
+def test_rolling_nll_batched_by_length_equals_one_by_one(llama):
+    """Documents of mixed lengths scored in length-planned batches give each document's NLL as alone."""
+    docs = [llama.tokenizer(t * n, add_special_tokens=False)["input_ids"] for t, n in
+            (("资产负债表", 30), ("银行", 2), ("利率上升", 12), ("股票", 2), ("现金流量", 25))]
+    batched = rolling_nll(llama, docs, max_length=64, batch_size=4)
+    alone = [rolling_nll(llama, [d], max_length=64, batch_size=1)[0] for d in docs]
+    for a, b in zip(batched, alone):
+        assert a.n_tokens == b.n_tokens and a.n_windows == b.n_windows
+        assert a.nll == pytest.approx(b.nll, rel=1e-6)
