@@ -79,8 +79,11 @@ def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
     assert summary["steps"] == 24
 
 
-def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path):
-    data = recipe_dict(setup, tmp_path / "a", max_steps=30, save_steps=6)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path, precision):
+    """Bit-identical weights after SIGKILL + resume, in float32 and under bf16 autocast (what `auto` picks on
+    AMX / AVX-512 BF16 CPUs): the resumed run replays exactly the same operations."""
+    data = recipe_dict(setup, tmp_path / "a", max_steps=30, save_steps=6, precision=precision)
     data["monitor"] = {"every_steps": 0}
     recipe_a = write_recipe(tmp_path / "a.yaml", data)
     data["training"]["output_dir"] = str(tmp_path / "b")

@@ -177,17 +177,18 @@ def test_bad_record_in_a_recipe_fails_with_its_location(task, tmp_path):
     assert f"{bad}:2: field 'output': empty_assistant" in result.stderr
 
 
-def test_resume_after_a_crash_equals_an_uninterrupted_run(task, tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_after_a_crash_equals_an_uninterrupted_run(task, tmp_path, precision):
     import shutil
 
     from safetensors.torch import load_file
 
     root, _ = task
     full = recipe(root, tmp_path / "a")
-    full.training.max_steps, full.training.save_steps = 8, 4
+    full.training.max_steps, full.training.save_steps, full.training.precision = 8, 4, precision
     run_sft(full)
     crashed = recipe(root, tmp_path / "b")
-    crashed.training.max_steps, crashed.training.save_steps = 8, 4
+    crashed.training.max_steps, crashed.training.save_steps, crashed.training.precision = 8, 4, precision
     run_sft(crashed)
     # As if the process had died after checkpoint 4: later checkpoints and the final outputs are gone.
     shutil.rmtree(tmp_path / "b/checkpoints/checkpoint-8")
