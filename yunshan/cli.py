@@ -4,7 +4,9 @@
     yunshan model info pangu-pi-7b
 
 Each subcommand lives in the module that owns its concern; that module defines `add_arguments(parser)` and
-`run(args) -> int` and keeps heavy imports inside `run`, so `yunshan --help` stays fast.
+`run(args) -> int` (flags come from the command's arguments dataclass, yunshan.flags). Only the module of the
+subcommand being run is imported, and `import yunshan` loads neither torch nor transformers, so `yunshan --help`
+answers at once.
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; the arguments of `commands` (default: all) are filled in, the others only listed."""
     from yunshan import __version__
 
     parser = argparse.ArgumentParser(prog="yunshan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"yunshan {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if commands is not None and name not in commands:
+            subparsers.add_parser(name, help=help_text, add_help=False)
+            continue
         module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=module.__doc__,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     # Never reach a model hub unless the user asked for it (set before HF libraries are imported).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The subcommand is the first word that is not an option (the top-level options take no values).
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser([chosen] if chosen in COMMANDS else [])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -1,38 +1,155 @@
-"""Model architectures yunshan ships as transformers classes (PanGu-π, OTCE), and their registration with the Auto
-classes."""
+"""Model architectures yunshan ships as transformers classes (PanGu-π, OTCE): the one registry of architectures and
+their presets, and their registration with transformers' Auto classes.
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+    yunshan model info pangu-pi-7b
 
-from .otce import OTCE_LORA_TARGETS, OtceConfig, OtceForCausalLM, OtceModel
-from .pangu_pi import PANGU_PI_LORA_TARGETS, PanguPiConfig, PanguPiForCausalLM, PanguPiModel
+Adding an architecture is its folder (configuration_*.py and modeling_*.py, Hub-portable: they import only torch,
+transformers and their siblings) plus one entry in ARCHITECTURES; presets, `yunshan model info`, `model.preset` in
+recipes and the Auto-class registration all read that entry.
+
+Nothing here imports transformers or torch until a class is asked for: `import yunshan` stays light (the command
+line starts in a fraction of a second) and registers the architectures the moment transformers is imported
+(`register_on_transformers_import`), so `import yunshan` followed by `AutoModelForCausalLM.from_pretrained(...)` on
+a PanGu-π folder works as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+from dataclasses import dataclass
 
 
-def register(model_type, config_cls, base_cls, lm_cls, lora_targets) -> None:
-    """Register one architecture with transformers' Auto classes and PEFT's default LoRA targets (idempotent).
+@dataclass(frozen=True)
+class Architecture:
+    """One architecture: its model_type, the package holding it, and the names it exports there."""
+
+    model_type: str
+    package: str
+    config: str
+    model: str
+    causal_lm: str
+    presets: str  # name of the dict of presets in the package (preset name -> config fields)
+    lora_targets: str  # name of the list of PEFT's default LoRA targets in the package
+
+
+ARCHITECTURES = (
+    Architecture("pangu_pi", "yunshan.models.pangu_pi", "PanguPiConfig", "PanguPiModel", "PanguPiForCausalLM",
+                 "PANGU_PI_PRESETS", "PANGU_PI_LORA_TARGETS"),
+    Architecture("otce", "yunshan.models.otce", "OtceConfig", "OtceModel", "OtceForCausalLM",
+                 "OTCE_PRESETS", "OTCE_LORA_TARGETS"),
+)
+
+
+def _package(arch: Architecture):
+    return importlib.import_module(arch.package)
+
+
+def presets() -> dict[str, Architecture]:
+    """Every preset name yunshan knows, with the architecture that builds it."""
+    return {name: arch for arch in ARCHITECTURES for name in getattr(_package(arch), arch.presets)}
+
+
+def preset_config(name: str, **overrides):
+    """The config of preset `name` (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, ...) with fields overridden."""
+    known = presets()
+    if name not in known:
+        raise ValueError(f"{name!r} is not a preset; valid: {', '.join(known)}")
+    arch = known[name]
+    return getattr(_package(arch), arch.config).from_preset(name, **overrides)
+
+
+_registered = False
+
+
+def register_architectures() -> None:
+    """Register every architecture with transformers' Auto classes and PEFT's default LoRA targets (idempotent).
 
     `register_for_auto_class` makes `save_pretrained` write `auto_map` and copy the modeling code next to the
     weights, so the folder loads with `trust_remote_code=True` where yunshan is not installed.
     """
-    try:
-        AutoConfig.register(model_type, config_cls)
-    except ValueError:  # already registered
-        pass
-    for auto, cls in ((AutoModel, base_cls), (AutoModelForCausalLM, lm_cls)):
+    global _registered
+    if _registered:
+        return
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    for arch in ARCHITECTURES:
+        package = _package(arch)
+        config_cls, base_cls, lm_cls = (getattr(package, n) for n in (arch.config, arch.model, arch.causal_lm))
         try:
-            auto.register(config_cls, cls)
-        except ValueError:
+            AutoConfig.register(arch.model_type, config_cls)
+        except ValueError:  # already registered
             pass
-    config_cls.register_for_auto_class("AutoConfig")
-    base_cls.register_for_auto_class("AutoModel")
-    lm_cls.register_for_auto_class("AutoModelForCausalLM")
-    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as lora_defaults
+        for auto, cls in ((AutoModel, base_cls), (AutoModelForCausalLM, lm_cls)):
+            try:
+                auto.register(config_cls, cls)
+            except ValueError:
+                pass
+        config_cls.register_for_auto_class("AutoConfig")
+        base_cls.register_for_auto_class("AutoModel")
+        lm_cls.register_for_auto_class("AutoModelForCausalLM")
+        try:
+            from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as lora_defaults
+        except ImportError:  # PEFT is a dependency of yunshan, but a model user may run without it
+            continue
+        lora_defaults.setdefault(arch.model_type, list(getattr(package, arch.lora_targets)))
+    _registered = True
 
-    lora_defaults.setdefault(model_type, list(lora_targets))
+
+class _RegisteringLoader:
+    """Runs transformers' own loader, then registers the architectures; everything else is the original's."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            register_architectures()
+        except Exception as err:  # noqa: BLE001  (a failed registration must not make transformers unimportable)
+            warnings.warn(f"yunshan could not register its architectures with transformers: {err}", stacklevel=2)
 
 
-register("pangu_pi", PanguPiConfig, PanguPiModel, PanguPiForCausalLM, PANGU_PI_LORA_TARGETS)
-register("otce", OtceConfig, OtceModel, OtceForCausalLM, OTCE_LORA_TARGETS)
+class _TransformersImportHook(importlib.abc.MetaPathFinder):
+    """A finder that answers only for `transformers`, once: it returns transformers' own spec with a loader that
+    registers yunshan's architectures when the package has been executed."""
 
-__all__ = [
-    "OtceConfig", "OtceForCausalLM", "OtceModel", "PanguPiConfig", "PanguPiForCausalLM", "PanguPiModel", "register",
-]
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "transformers":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+def register_on_transformers_import() -> None:
+    """Register now if transformers is already imported, else as soon as it is (the hook removes itself)."""
+    if "transformers" in sys.modules:
+        register_architectures()
+    elif not any(isinstance(f, _TransformersImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TransformersImportHook())
+
+
+# The model classes, imported on first use: `from yunshan.models import PanguPiConfig` works as before.
+_EXPORTS = {name: arch for arch in ARCHITECTURES for name in (arch.config, arch.model, arch.causal_lm)}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(_package(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ARCHITECTURES", "Architecture", "preset_config", "presets", "register_architectures",
+           "register_on_transformers_import", *_EXPORTS]
