@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 FORMATS = {"fineval": "ceval", "ceval": "ceval", "financeiq": "cmmlu", "cmmlu": "cmmlu", "lawbench": "lawbench",
@@ -22,12 +22,13 @@ FORMATS = {"fineval": "ceval", "ceval": "ceval", "financeiq": "cmmlu", "cmmlu": 
 
 @dataclass
 class EvalArgs:
-    """Settings of one `yunshan eval` run (saved into results.json)."""
+    """Settings of one `yunshan eval` run (saved into results.json), and the `eval` section of a `yunshan run`
+    recipe (where the runner fills `model` and `out`)."""
 
     model: list[str] = field(default_factory=list, metadata={
         "help": "model folder (any HF causal LM, PanGu-π included); repeat for a side-by-side table; with bpc the "
                 "first is 'before' and the second 'after' in the forgetting table"})
-    tasks: list[str] = field(default_factory=list, metadata={
+    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={
         "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(FORMATS)}"})
     data_dir: str | None = field(default=None, metadata={
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
@@ -71,20 +72,10 @@ class EvalArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for f in fields(EvalArgs):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"]
-        if f.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
-        elif f.name in ("model", "text", "heldout"):
-            parser.add_argument(flag, action="append", default=[], help=help_text,
-                                required=f.name == "model")
-        elif f.name == "tasks":
-            parser.add_argument(flag, nargs="+", required=True, help=help_text)
-        else:
-            kind = {"int | None": int, "int": int, "float": float}.get(f.type, str)
-            default = f.default if f.default is not MISSING else None
-            parser.add_argument(flag, type=kind, default=default, help=help_text)
+    from yunshan.flags import add_flags
+
+    add_flags(parser, EvalArgs, required=("model",), metavars={"model": "DIR", "tasks": "TASK", "heldout": "LABEL=FILE",
+                                                               "text": "FILE"})
 
 
 def _sample_root() -> Path | None:
@@ -269,8 +260,9 @@ def run_eval(args: EvalArgs) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    eval_args = EvalArgs(**{f.name: getattr(args, f.name) for f in fields(EvalArgs)})
-    report = run_eval(eval_args)
+    from yunshan.flags import from_flags
+
+    report = run_eval(from_flags(EvalArgs, args))
     print(report["markdown"])
     print(f"\nwrote {report['paths']['json']} and {report['paths']['markdown']} ({report['seconds']} s)")
     return 0

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yunshan.pipeline import PipelineRunner
-from yunshan.recipe import PipelineRecipe, load_recipe
+from yunshan.pipeline import PipelineRecipe, PipelineRunner
+from yunshan.recipe import RecipeError, load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,3 +123,51 @@ def test_dry_run_plans_without_training(tmp_path):
     path.write_text(yaml.safe_dump(data))
     plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
     assert any("nope.jsonl" in p for p in plan["problems"])
+
+
+def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
+    """One schema per stage: each section of a pipeline recipe is the dataclass its stage command reads, so a
+    setting has one name, one default and one help text (the push section is private by default exactly as
+    `yunshan push` is)."""
+    import dataclasses
+    import typing
+
+    from yunshan.eval.commands import EvalArgs
+    from yunshan.hub import ExportArgs
+    from yunshan.pipeline import STAGES
+    from yunshan.push import PushArgs
+    from yunshan.tokenizer.extend import ExtendArgs
+    from yunshan.training.cpt import CptArgs
+    from yunshan.training.sft import SftArgs
+
+    hints = typing.get_type_hints(PipelineRecipe)
+    sections = {s.section: hints[s.section] for s in STAGES}
+    expected = {"tokenizer_extension": ExtendArgs, "eval": EvalArgs, "cpt": CptArgs, "sft": SftArgs,
+                "export": ExportArgs, "push": PushArgs}
+    for name, cls in expected.items():
+        assert set(typing.get_args(sections[name])) == {cls, type(None)}, name
+    # Every reserved key names a real field of its section.
+    for dotted in PipelineRecipe.RESERVED_KEYS:
+        section, *keys = dotted.split(".")
+        cls = next(a for a in typing.get_args(hints[section]) if dataclasses.is_dataclass(a))
+        for key in keys:
+            cls = typing.get_type_hints(cls)[key]
+    assert PushArgs().private is True
+
+
+def test_sections_switch_with_enabled_and_runner_paths_are_reserved(tmp_path):
+    data = tiny_recipe(tmp_path, export=False)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    recipe = load_recipe(PipelineRecipe, path, ["sft.enabled=false", "push.enabled=true"])
+    assert recipe.sft is None and recipe.export is None and recipe.push is not None
+    plan = PipelineRunner(recipe, path).dry_run()
+    assert {p["stage"]: p["action"] for p in plan["plan"]}["sft"] == "disabled"
+    assert "push.repo_id is not set" in plan["problems"]
+    # What the runner fills (stage folders, the model a stage starts from) cannot be set in a pipeline recipe.
+    data["cpt"]["training"]["output_dir"] = "elsewhere"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RecipeError, match=r"recipe.yaml:\d+: cpt.training.output_dir: set by yunshan run"):
+        load_recipe(PipelineRecipe, path)
+    with pytest.raises(RecipeError, match="command-line override: tokenizer_extension.out: set by yunshan run"):
+        load_recipe(PipelineRecipe, data=tiny_recipe(tmp_path), overrides=["tokenizer_extension.out=x"])

@@ -35,7 +35,9 @@ def _head(src: Path, dst: Path, n: int) -> str:
 def run_dir(tmp_path_factory) -> Path:
     from yunshan.eval.commands import EvalArgs, run_eval
     from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
-    from yunshan.recipe import CptRecipe, SftRecipe, load_recipe
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs
+    from yunshan.training.sft import SftArgs
     from yunshan.training.cpt import run_cpt
     from yunshan.training.sft import run_sft
 
@@ -56,12 +58,12 @@ def run_dir(tmp_path_factory) -> Path:
 
     sources = [{"name": d, "path": str(samples / f"corpora/{d}/train.jsonl"), "weight": w}
                for d, w in (("finance", 0.25), ("legal", 0.25), ("general", 0.5))]
-    run_cpt(load_recipe(CptRecipe, data={
+    run_cpt(load_recipe(CptArgs, data={
         "model": {"name_or_path": str(root / "00_base")},
         "data": {"seq_len": 64, "block_size": 64, "sources": sources},
         "training": {"output_dir": str(root / "03_cpt"), **TRAIN}}))
     shutil.rmtree(root / "03_cpt" / "checkpoints")
-    run_sft(load_recipe(SftRecipe, data={
+    run_sft(load_recipe(SftArgs, data={
         "model": {"name_or_path": str(root / "03_cpt")},
         "data": {"max_length": 96, "sources": [
             {"name": "general", "format": "alpaca",

@@ -11,7 +11,8 @@ import yaml
 
 from test_pipeline import tiny_recipe
 from yunshan.pipeline import PipelineRunner
-from yunshan.recipe import PipelineRecipe, load_recipe
+from yunshan.pipeline import PipelineRecipe
+from yunshan.recipe import load_recipe
 
 
 def test_otce_through_the_whole_pipeline_and_export(tmp_path):

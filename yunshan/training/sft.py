@@ -19,21 +19,59 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from yunshan.data.conversations import SftSourceArgs
+from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
+
+
+@dataclass
+class SftDataArgs:
+    """The SFT mixture: instruction sources shuffled into one training set."""
+
+    sources: list[SftSourceArgs] = field(default_factory=list, metadata={"help": "instruction sources"})
+    max_length: int = field(default=2048, metadata={"help": "tokens per sample (per packed row with packing)"})
+    overlong: str = field(
+        default="truncate_prompt",
+        metadata={"help": "a sample longer than max_length: truncate_prompt (drop the oldest turns; never cut "
+                          "inside a trained answer) or drop; both counted"})
+    packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
+    on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
+    max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
+
+    def __post_init__(self):
+        if self.overlong not in ("truncate_prompt", "drop"):
+            raise ValueError(f"data.overlong must be truncate_prompt or drop, got {self.overlong!r}")
+        if self.on_bad_record not in ("fail", "skip"):
+            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
+
+
+@dataclass
+class SftArgs:
+    """Single-stage mixed SFT: `yunshan sft --config RECIPE.yaml [key=value ...]`."""
+
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    data: SftDataArgs = field(default_factory=SftDataArgs)
+    training: TrainArgs = field(default_factory=lambda: TrainArgs(output_dir="runs/sft", learning_rate=2e-5,
+                                                                  weight_decay=0.0))
+    lora: LoraArgs = field(default_factory=LoraArgs)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="recipe YAML (see recipes/)")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.epochs=2")
-    parser.add_argument("--dry-run", action="store_true", help="validate recipe, data and model; no training")
+    from yunshan.flags import add_recipe_flags
+
+    add_recipe_flags(parser, "training.epochs=2", "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.recipe import SftRecipe, load_recipe
+    from yunshan.flags import recipe_from_flags
 
-    recipe = load_recipe(SftRecipe, args.config, args.overrides)
+    recipe = recipe_from_flags(SftArgs, args)
     result = run_sft(recipe, dry_run=args.dry_run)
     if args.dry_run:
         print(json.dumps(result, indent=2, ensure_ascii=False))
@@ -232,7 +270,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from transformers import set_seed
 
     from yunshan.data.chat import ensure_chat_template
-    from yunshan.recipe import save_recipe
+    from yunshan.artifacts import write_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
@@ -286,7 +324,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     resume_from = resolve_resume(train.resume, ckpt_dir)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
-        save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report['samples']} samples in "
               f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
