@@ -88,7 +88,7 @@ def _sample_root() -> Path | None:
 
 
 def _hash_files(path: Path) -> dict[str, str]:
-    from .loading import sha256_file
+    from yunshan.data.files import sha256_file
 
     if path.is_file():
         return {path.name: sha256_file(path)}

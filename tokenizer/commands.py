@@ -38,7 +38,7 @@ class ReportArgs:
 
     tokenizer: list[str] = field(metadata={"help": "tokenizer folder or .model (repeat; the first is the reference)"})
     text: list[str] = field(metadata={"help": "text files: .jsonl (one text per record) or plain text (one text per "
-                                              "non-empty line)"})
+                                              "paragraph)"})
     text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl files"})
     top_new: int = field(default=20, metadata={"help": "how many of the most used new tokens to list"})
     json: str | None = field(default=None, metadata={"help": "also write the report as JSON here"})
@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ext = sub.add_parser("extend", help="grow a base tokenizer with domain BPE tokens and word-list terms")
     add_flags(ext, ExtendArgs, required=("base", "out"), skip=("max_token_chars",),
               metavars={"corpus": "FILE", "words": "FILE", "new_tokens": "N", "out": "DIR", "report_texts": "FILE"},
-              names={"report_texts": "--report-text"}, choices={"on_invalid_utf8": ("error", "skip")})
+              names={"report_texts": "--report-text"},
+              choices={"on_invalid_utf8": ("error", "skip"), "txt_document": ("paragraph", "line", "file")})
     # The one flag with a word for a value: "none" lifts the limit.
     ext.add_argument("--max-token-chars", default="16", help=_help(ExtendArgs, "max_token_chars") + " (default 16)")
     add_flags(ext.add_argument_group("step-0 cost"), ExtensionCostArgs, metavars={"model": "DIR", "heldout":

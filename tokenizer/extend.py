@@ -51,8 +51,8 @@ class ExtendArgs:
 
     base: str = field(default="", metadata={
         "help": "base tokenizer: a folder with tokenizer.json, or a SentencePiece .model"})
-    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text, one "
-                                                "document per line"})
+    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text (see "
+                                                "txt_document)"})
     new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
     out: str = field(default="", metadata={"help": "output folder; written only if the whole extension succeeds"})
     words: list[str] = field(default_factory=list, metadata={
@@ -61,6 +61,9 @@ class ExtendArgs:
     max_token_chars: int | None = field(default=16, metadata={
         "help": "longest corpus token, in characters (word-list terms are exempt); 0 or none for no limit"})
     text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl corpus files"})
+    txt_document: str = field(default="paragraph", metadata={
+        "help": "plain-text corpus files: one document per paragraph (blank-line separated), line or file: the same "
+                "rule as a continual-pretraining source's txt_document"})
     on_invalid_utf8: str = field(default="error", metadata={
         "help": "'error': stop at the first invalid UTF-8 line (file, line, byte offset); 'skip': skip and count"})
     report_texts: list[str] = field(default_factory=list, metadata={
@@ -278,7 +281,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 
     stats = CorpusStats()
     documents = iter_documents(args.corpus, text_field=args.text_field, on_invalid_utf8=args.on_invalid_utf8,
-                               stats=stats)
+                               txt_document=args.txt_document, stats=stats)
     counter = count_words(documents, base, stats)
     counted = time.perf_counter()
     log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {stats.words:,} words "

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("yunshan.models.commands", "inspect PanGu-π and OTCE presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
-    "data": ("yunshan.data.convert", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
+    "data": ("yunshan.data_commands", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "export": ("yunshan.hub", "export a run or model folder for the Hub: safetensors, code, tokenizer, model card"),
     "push": ("yunshan.push", "upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or the login)"),

@@ -67,7 +67,7 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, *,
         default = _default(f)
         help_text = f.metadata.get("help", "")
         if f.name in positional:
-            nargs = "+" if kind == "list" else None
+            nargs = ("+" if default is dataclasses.MISSING else "*") if kind == "list" else None
             parser.add_argument(f.name, metavar=positional[f.name], nargs=nargs, type=item, help=help_text)
             continue
         flag = names.get(f.name, "--" + f.name.replace("_", "-"))

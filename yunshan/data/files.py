@@ -38,7 +38,7 @@ def resolve_paths(patterns: str | list[str], what: str, keep: Callable[[str], bo
         elif os.path.isfile(pattern):
             found = [pattern]
         else:
-            raise FileNotFoundError(f"{what}: {pattern} does not exist")
+            raise FileNotFoundError(f"{what}: {pattern} does not exist (no such file or folder)")
         if not found:
             raise FileNotFoundError(f"{what}: {pattern} matches no {kinds}")
         files.extend(found)

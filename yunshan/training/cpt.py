@@ -1,7 +1,7 @@
 """`yunshan cpt`: continual pretraining on domain corpora mixed with replayed general data, in tokens.
 
-    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml
-    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml training.max_steps=100 data.seq_len=1024
+    yunshan cpt --config recipes/pangu-pi-7b_cpt_full.yaml
+    yunshan cpt --config recipes/pangu-pi-7b_cpt_full.yaml training.max_steps=100 data.seq_len=1024
     accelerate launch --config_file recipes/accelerate/ddp.yaml -m yunshan.cli cpt --config RECIPE.yaml
 
 The data path, top to bottom: each source is read and validated (yunshan.data.sources), tokenised in blocks and

@@ -1,6 +1,6 @@
 """`yunshan sft`: one stage of instruction tuning on general and domain instructions shuffled together.
 
-    yunshan sft --config recipes/pangu-pi-1b_sft_full.yaml
+    yunshan sft --config recipes/pangu-pi-7b_sft_full.yaml
     yunshan sft --config RECIPE.yaml training.epochs=3 data.packing=true lora.enabled=true
 
 Top to bottom: every source is read in its declared format and validated (yunshan.data.conversations), weighted
