@@ -42,3 +42,31 @@ def read_documents(path: str | Path) -> list[str]:
     if not docs:
         raise ValueError(f"{path}: no text")
     return docs
+
+
+def default_texts(kind: str) -> list[Path]:
+    """The sample texts a text task reads when none are given: the held-out general, finance and legal texts
+    (and, for compression, the JEC-QA sample)."""
+    try:
+        from yunshan.samples import sample_data_dir
+
+        samples = Path(sample_data_dir())
+    except ImportError:
+        samples = None
+    if samples is None or not samples.is_dir():
+        raise ValueError(f"{kind}: no text files given and the yunshan.samples sample data is not installed")
+    held = [samples / "heldout" / f"{d}.txt" for d in ("general", "finance", "legal")]
+    if kind == "compression":
+        return held + sorted((samples / "eval" / "jecqa").glob("*.json"))
+    return held
+
+
+def labelled_files(specs: list[str], flag: str) -> dict[str, Path]:
+    """LABEL=FILE items (e.g. --heldout general=g.txt) as {label: path}."""
+    out = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"{flag} {spec!r}: use LABEL=FILE, for example general=heldout/general.txt")
+        out[label] = Path(path)
+    return out

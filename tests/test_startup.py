@@ -45,3 +45,12 @@ def test_import_yunshan_after_transformers_registers_at_once():
             "from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as lora\n"
             "print(AutoConfig.for_model('otce').model_type, 'q_proj' in lora['pangu_pi'])")
     assert python(code) == "otce True"
+
+
+def test_importing_a_model_package_first_registers_when_it_is_complete():
+    # The model package imports transformers for the first time while it is itself half-initialised: the
+    # registration waits for it (no warning, nothing missing).
+    code = ("import warnings\nwarnings.simplefilter('error')\n"
+            "from yunshan.models.pangu_pi import PanguPiConfig\nfrom transformers import AutoConfig\n"
+            "print(AutoConfig.for_model('pangu_pi').model_type, AutoConfig.for_model('otce').model_type)")
+    assert python(code) == "pangu_pi otce"

@@ -156,10 +156,11 @@ def test_bundled_instruction_sets_in_all_five_formats(tmp_path):
             {"name": "finance_exam", "path": str(SAMPLES / "finance_exam"), "format": "ceval"},
             {"name": "judicial_exam", "path": str(SAMPLES / "jecqa"), "format": "jecqa"}]}})
     rows, _, report = build_sft_data(r, tok)
-    for name, source in report["sources"].items():
-        assert source["read"] > 0 and source["samples"] > 0, name
-        assert not any(k.startswith("bad:") for k in source["dropped"]), (name, source["dropped"])
-    assert report["real_tokens"] / (len(rows) * 1024) >= 0.95  # non-padding share with packing
+    assert report.kind == "sft"
+    for name, source in report.sources.items():
+        assert source.read > 0 and source.samples > 0, name
+        assert not any(k.startswith("bad:") for k in source.dropped), (name, source.dropped)
+    assert report.real_tokens / (len(rows) * 1024) >= 0.95  # non-padding share with packing
 
 
 def test_bad_record_in_a_recipe_fails_with_its_location(task, tmp_path):

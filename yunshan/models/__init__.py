@@ -74,6 +74,15 @@ def register_architectures() -> None:
     global _registered
     if _registered:
         return
+    _registered = True  # set first: importing the packages below may come back here (their loaders try again)
+    try:
+        _register_all()
+    except BaseException:
+        _registered = False
+        raise
+
+
+def _register_all() -> None:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     for arch in ARCHITECTURES:
@@ -96,11 +105,28 @@ def register_architectures() -> None:
         except ImportError:  # PEFT is a dependency of yunshan, but a model user may run without it
             continue
         lora_defaults.setdefault(arch.model_type, list(getattr(package, arch.lora_targets)))
-    _registered = True
+
+
+def _try_register(finished: str | None = None) -> None:
+    """Register once transformers and every architecture package already being imported are complete: a model
+    package that imports transformers for the first time is still half-initialised when transformers finishes,
+    so it registers when it finishes itself (`finished`: the module whose execution just ended)."""
+    if "transformers" not in sys.modules or _registered:
+        return
+    for arch in ARCHITECTURES:
+        module = sys.modules.get(arch.package)
+        if module is not None and arch.package != finished and getattr(module.__spec__, "_initializing", False):
+            return
+    try:
+        register_architectures()
+    except Exception as err:  # noqa: BLE001  (a failed registration must not make an import fail)
+        warnings.warn(f"yunshan could not register its architectures with transformers: {err}", stacklevel=2)
+    for finder in [f for f in sys.meta_path if isinstance(f, _RegisterOnImport)]:
+        sys.meta_path.remove(finder)
 
 
 class _RegisteringLoader:
-    """Runs transformers' own loader, then registers the architectures; everything else is the original's."""
+    """Runs a module's own loader, then tries the registration; everything else is the original loader's."""
 
     def __init__(self, loader):
         self._loader = loader
@@ -113,21 +139,24 @@ class _RegisteringLoader:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        try:
-            register_architectures()
-        except Exception as err:  # noqa: BLE001  (a failed registration must not make transformers unimportable)
-            warnings.warn(f"yunshan could not register its architectures with transformers: {err}", stacklevel=2)
+        _try_register(finished=module.__name__)
 
 
-class _TransformersImportHook(importlib.abc.MetaPathFinder):
-    """A finder that answers only for `transformers`, once: it returns transformers' own spec with a loader that
-    registers yunshan's architectures when the package has been executed."""
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    """A finder that answers only for transformers and yunshan's architecture packages: it returns their own
+    specs with a loader that tries the registration once the module has been executed."""
+
+    NAMES = frozenset({"transformers", *(arch.package for arch in ARCHITECTURES)})
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "transformers":
+        if fullname not in self.NAMES:
             return None
+        index = sys.meta_path.index(self)
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(index, self)
         if spec is not None and spec.loader is not None:
             spec.loader = _RegisteringLoader(spec.loader)
         return spec
@@ -136,9 +165,11 @@ class _TransformersImportHook(importlib.abc.MetaPathFinder):
 def register_on_transformers_import() -> None:
     """Register now if transformers is already imported, else as soon as it is (the hook removes itself)."""
     if "transformers" in sys.modules:
-        register_architectures()
-    elif not any(isinstance(f, _TransformersImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _TransformersImportHook())
+        _try_register()
+        if _registered:
+            return
+    if not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterOnImport())
 
 
 # The model classes, imported on first use: `from yunshan.models import PanguPiConfig` works as before.

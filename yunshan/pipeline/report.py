@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .stages import STAGES, RunLayout
+from yunshan.artifacts import EvalResults, RunManifest
+
+from .stages import RunLayout
 
 
-def _load(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+def _load(path: Path) -> EvalResults | None:
+    return EvalResults.read(path) if path.is_file() else None
 
 
 def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
@@ -25,15 +27,15 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
     after = _load(layout.folder("eval_after") / "results.json")
     columns, rows = [], []
     if before and after:
-        models = [("before", before, next(iter(before["models"])))]
-        models += [(f"after {name.split('_', 1)[-1]}", after, name) for name in after["models"]]
+        models = [("before", before, next(iter(before.models)))]
+        models += [(f"after {name.split('_', 1)[-1]}", after, name) for name in after.models]
         columns = [label for label, _, _ in models]
-        mode = after.get("settings", {}).get("mode", "loglik")
-        for task, res in after["tasks"].items():
-            if task not in before["tasks"]:
+        mode = after.settings.get("mode", "loglik")
+        for task, res in after.tasks.items():
+            if task not in before.tasks:
                 continue
-            values = [doc["tasks"][task]["results"][name] for _, doc, name in models]
-            if res.get("format") == "bpc":
+            values = [doc.tasks[task].results[name] for _, doc, name in models]
+            if res.format == "bpc":
                 for label in values[-1]["files"]:
                     if all(label in v["files"] for v in values):
                         kind = "general (forgetting)" if label == "general" else "domain (gain)"
@@ -59,29 +61,26 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
     return columns, rows
 
 
-def write_report(layout: RunLayout, manifest: dict) -> Path:
+def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
     """report.md in the run folder: the table, the stages, the continual-pretraining mixture and the plots."""
     columns, rows = before_after(layout)
     out = layout.out
     lines = [f"# yunshan run: {layout.recipe.name}", "",
-             f"Base model: `{manifest['base_model']}`" + (" (stand-in trained here from the bundled general sample)"
-                                                          if layout.recipe.base is not None else ""),
-             f"Final model: `{manifest['final_model']}`", "", "## Before and after", ""]
+             f"Base model: `{manifest.base_model}`" + (" (stand-in trained here from the bundled general sample)"
+                                                       if layout.recipe.base is not None else ""),
+             f"Final model: `{manifest.final_model}`", "", "## Before and after", ""]
     if rows:
         lines += ["| metric | " + " | ".join(columns) + " | change |", "|---|" + "---:|" * (len(columns) + 1)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
     else:
         lines.append("(no evaluation stages ran)")
     lines += ["", "## Stages", "", "| stage | status | seconds | output |", "|---|---|---:|---|"]
-    for stage in STAGES:
-        if stage.name in manifest["stages"]:
-            s = manifest["stages"][stage.name]
-            lines.append(f"| {stage.name} | {s['status']} | {s.get('seconds', '')} | `{s.get('output', '')}` |")
-    cpt = manifest["stages"].get("cpt", {}).get("summary")
+    for s in manifest.stages:
+        lines.append(f"| {s.name} | {s.status} | {'' if s.seconds is None else s.seconds} | `{s.output}` |")
+    cpt = manifest.stage("cpt").summary if manifest.stage("cpt") else None
     if cpt and cpt.get("extension_cost"):
         lines += ["", *_extension_cost_lines(cpt)]
-    precisions = [(stage, manifest["stages"][stage].get("summary", {}).get("precision"))
-                  for stage in ("cpt", "sft") if stage in manifest["stages"]]
+    precisions = [(s.name, s.summary.get("precision")) for s in manifest.stages if s.name in ("cpt", "sft")]
     if any(p for _, p in precisions):
         lines += ["", "Training precision: " + "; ".join(f"{stage} {p['value']} ({p['reason']})"
                                                         for stage, p in precisions if p)]
@@ -131,14 +130,13 @@ def _extension_cost_lines(cpt: dict) -> list[str]:
     return lines
 
 
-def print_summary(layout: RunLayout, manifest: dict, manifest_path: Path) -> None:
+def print_summary(layout: RunLayout, manifest: RunManifest, manifest_path: Path) -> None:
     """Where everything is, each stage's time, and the before/after table, on stdout."""
     out = layout.out
     print(f"\n== done: {out}", flush=True)
-    for stage in STAGES:
-        if stage.name in manifest["stages"]:
-            s = manifest["stages"][stage.name]
-            print(f"   {stage.name:<12} {s['status']:<9} {str(s.get('seconds', '')):>7} s  {out / s['output']}")
+    for s in manifest.stages:
+        seconds = "" if s.seconds is None else s.seconds
+        print(f"   {s.name:<12} {s.status:<9} {str(seconds):>7} s  {out / s.output}")
     columns, rows = before_after(layout)
     if rows:
         width = max(len(r[0]) for r in rows)

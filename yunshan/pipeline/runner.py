@@ -20,6 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
+from yunshan.artifacts import RunManifest, StageRecord
 from yunshan.data.files import sha256_file
 
 from . import report
@@ -79,8 +80,9 @@ class PipelineRunner:
         files = input_files([p for p in stage.inputs(self.layout.section(stage)) if p])
         return {str(f): sha256_file(f) for f in files}
 
-    def fingerprint(self, stage, manifest: dict) -> str:
-        ups = {s: manifest["stages"].get(s, {}).get("fingerprint") for s in stage.upstream if self.layout.enabled(s)}
+    def fingerprint(self, stage, manifest: RunManifest) -> str:
+        ups = {s: (manifest.stage(s).fingerprint if manifest.stage(s) else None)
+               for s in stage.upstream if self.layout.enabled(s)}
         return digest_of({"settings": self.stage_settings(stage), "inputs": self.stage_inputs(stage),
                           "upstream": ups,
                           "base_model": self.layout.base_model_dir() if stage.name != "base" else None})
@@ -102,34 +104,25 @@ class PipelineRunner:
 
     # -- manifest -----------------------------------------------------------------------------------------
 
-    def load_manifest(self) -> dict:
-        if self.manifest_path.is_file():
-            manifest = json.loads(self.manifest_path.read_text())
-        else:
-            manifest = {}
+    def load_manifest(self) -> RunManifest:
+        """The run's manifest: the stages recorded so far (from run.json, when the run was started before), with
+        the run's name, version and models as this recipe says."""
         from yunshan import __version__
 
+        manifest = RunManifest.read(self.manifest_path) if self.manifest_path.is_file() else RunManifest(
+            name=self.recipe.name)
         base, final = self.layout.base_model_dir(), self.layout.final_model_dir()
-        manifest.update({
-            "name": self.recipe.name, "yunshan_version": __version__, "recipe": "recipe.yaml",
-            "base_model": str(Path(base).resolve()) if Path(base).exists() else base,
-            "final_model": os.path.relpath(final, self.out) if final.startswith(str(self.out)) else final,
-        })
-        manifest.setdefault("stages", {})
+        manifest.name, manifest.yunshan_version = self.recipe.name, __version__
+        manifest.base_model = str(Path(base).resolve()) if Path(base).exists() else base
+        manifest.final_model = os.path.relpath(final, self.out) if final.startswith(str(self.out)) else final
         return manifest
 
-    def save_manifest(self, manifest: dict) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        names = [s.name for s in STAGES]
-        manifest["stages"] = {s: manifest["stages"][s] for s in names if s in manifest["stages"]}
-        manifest["stage_list"] = [{"name": s, **manifest["stages"][s]} for s in names if s in manifest["stages"]]
-        tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
-        os.replace(tmp, self.manifest_path)
+    def save_manifest(self, manifest: RunManifest) -> None:
+        manifest.write(self.out)
 
     # -- running ------------------------------------------------------------------------------------------
 
-    def run(self, from_stage: str | None = None) -> dict:
+    def run(self, from_stage: str | None = None) -> RunManifest:
         """Run the stages in order. Under `accelerate launch` (several processes) the distributed stages run on
         every process and the others on the main one while the rest wait; only the main process writes the
         manifest, markers and report."""
@@ -145,11 +138,12 @@ class PipelineRunner:
                          header=f"resolved pipeline recipe of run {self.recipe.name}")
         barrier()
         manifest = self.load_manifest()
+        order = [s.name for s in STAGES]
         forced = False
         for stage in STAGES:
             section = self.layout.section(stage)
             if section is None:
-                manifest["stages"].pop(stage.name, None)
+                manifest.drop_stage(stage.name)
                 continue
             folder = self.layout.folder(stage.name)
             forced = forced or stage.name == from_stage
@@ -157,13 +151,16 @@ class PipelineRunner:
             if not forced and self.is_complete(stage, fingerprint):
                 if main:
                     print(f"== {stage.name}: complete, skipped ({folder})", flush=True)
-                manifest["stages"][stage.name]["status"] = "complete"
+                if manifest.stage(stage.name) is None:  # run.json lost; the marker vouches for the folder
+                    manifest.set_stage(StageRecord(name=stage.name, status="complete", output=folder.name,
+                                                   fingerprint=fingerprint, outputs=hash_tree(folder)), order)
+                manifest.stage(stage.name).status = "complete"
                 continue
             if main:
                 print(f"\n== {stage.name} -> {folder}", flush=True)
-            entry = {"status": "running", "output": folder.name, "started": _now(),
-                     "fingerprint": fingerprint, "inputs": self.stage_inputs(stage)}
-            manifest["stages"][stage.name] = entry
+            record = StageRecord(name=stage.name, status="running", output=folder.name, started=_now(),
+                                 fingerprint=fingerprint, inputs=self.stage_inputs(stage))
+            manifest.set_stage(record, order)
             marker = self.marker(stage.name)
             if main:
                 self.save_manifest(manifest)
@@ -174,27 +171,26 @@ class PipelineRunner:
             try:
                 summary = stage.run(self.layout, section) if (stage.distributed or main) else {}
             except BaseException as err:
-                entry.update({"status": "failed", "seconds": round(time.time() - t0, 1),
-                              "error": f"{type(err).__name__}: {err}",
-                              "traceback": traceback.format_exc()[-4000:]})
+                record.status, record.seconds = "failed", round(time.time() - t0, 1)
+                record.error, record.traceback = f"{type(err).__name__}: {err}", traceback.format_exc()[-4000:]
                 if main:
                     self.save_manifest(manifest)
                 raise
             barrier()
-            outputs = hash_tree(folder)
-            entry.update({"status": "complete", "finished": _now(), "seconds": round(time.time() - t0, 1),
-                          "outputs": outputs, "summary": summary})
+            record.outputs = hash_tree(folder)
+            record.status, record.finished, record.seconds = "complete", _now(), round(time.time() - t0, 1)
+            record.summary = summary
             if main:
                 folder.mkdir(parents=True, exist_ok=True)
                 marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(json.dumps({"stage": stage.name, "fingerprint": fingerprint, "outputs": outputs,
-                                              "finished": entry["finished"]}, indent=1))
+                marker.write_text(json.dumps({"stage": stage.name, "fingerprint": fingerprint,
+                                              "outputs": record.outputs, "finished": record.finished}, indent=1))
                 self.save_manifest(manifest)
             barrier()
-        manifest["seconds_this_run"] = round(time.time() - started, 1)
+        manifest.seconds_this_run = round(time.time() - started, 1)
         if main:
             path = report.write_report(self.layout, manifest)
-            manifest["report"] = str(path.relative_to(self.out))
+            manifest.report = str(path.relative_to(self.out))
             self.save_manifest(manifest)
             report.print_summary(self.layout, manifest, self.manifest_path)
         barrier()
@@ -215,7 +211,7 @@ class PipelineRunner:
         for p in dict.fromkeys(paths):
             if p and not input_files([p]) and not os.path.isdir(p):
                 problems.append(f"missing: {p}")
-        manifest = self.load_manifest() if self.manifest_path.exists() else {"stages": {}}
+        manifest = self.load_manifest()
         plan = []
         forced = False
         for stage in STAGES:

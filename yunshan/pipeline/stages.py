@@ -136,7 +136,7 @@ def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
         "trained by `yunshan run` on the bundled general sample text only, because this machine cannot "
         "download a real base. Real recipes name a downloaded checkpoint in `model.name_or_path` instead.\n")
     return {"train_loss": summary["train_loss"], "steps": summary["steps"],
-            "tokens": summary["data_report"]["tokens_trained"]}
+            "tokens": summary["data_report"].tokens_trained}
 
 
 def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
@@ -180,13 +180,13 @@ def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
         training=dataclasses.replace(c.training, output_dir=str(out))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
-    result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report["tokens_trained"],
-              "tokens_by_source": {n: s["tokens_trained"] for n, s in report["sources"].items()},
-              "bpc": summary.get("bpc"), "precision": report.get("precision")}
-    if "extension_cost" in report:
-        result["extension_cost"] = report["extension_cost"]
-    if "embedding_warmup" in report:
-        result["embedding_warmup"] = {k: v for k, v in report["embedding_warmup"].items() if k != "checks"}
+    result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report.tokens_trained,
+              "tokens_by_source": {n: s.tokens_trained for n, s in report.sources.items()},
+              "bpc": summary.get("bpc"), "precision": report.precision}
+    if report.extension_cost is not None:
+        result["extension_cost"] = report.extension_cost
+    if report.embedding_warmup is not None:
+        result["embedding_warmup"] = {k: v for k, v in report.embedding_warmup.items() if k != "checks"}
     return result
 
 
@@ -201,9 +201,9 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
         training=dataclasses.replace(s.training, output_dir=str(out))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
-    return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report["samples"],
-            "precision": report.get("precision"),
-            "samples_by_source": {n: v["samples"] for n, v in report["sources"].items()}}
+    return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
+            "precision": report.precision,
+            "samples_by_source": {n: v.samples for n, v in report.sources.items()}}
 
 
 def run_export(layout: RunLayout, e: ExportArgs) -> dict:

@@ -271,15 +271,15 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         final.save_pretrained(out)
         tokenizer.save_pretrained(out)
         report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
-        report["precision"] = {"value": precision, "reason": precision_reason}
+        report.precision = {"value": precision, "reason": precision_reason}
         if new_ids:
-            report["new_tokens"] = len(new_ids)
+            report.new_tokens = len(new_ids)
             cost_file = out / "extension_cost.json"
             if cost_file.is_file():
-                report["extension_cost"] = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
+                report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
         if controller is not None:
-            report["embedding_warmup"] = {**controller.report(tokens_per_step), "fit": fit_report}
-        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+            report.embedding_warmup = {**controller.report(tokens_per_step), "fit": fit_report}
+        report.write(out)
         if monitor is not None:
             summary["bpc"] = monitor.history
         plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}")
@@ -341,34 +341,28 @@ def _cost_with_step0(cost: dict, log_path: Path) -> dict:
     return cost
 
 
-def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int) -> dict:
+def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int):
     """Tokens per source actually trained on (exact, from the stream state at the last step), documents read and
-    drops per reason (as read so far), the seed and the source definitions."""
+    drops per reason (as read so far), the seed and the source definitions: the run's DataReport."""
+    from yunshan.artifacts import CptSourceReport, DataReport
+
     state = stream.state_before(trained_sequences)
     live = stream.mixer.report()
     total = sum(state["emitted"].values()) or 1
     sources = {}
     for source in recipe.data.sources:
         name = source.name
-        sources[name] = {
-            "weight": live["sources"][name]["weight"],
-            "tokens_trained": state["emitted"][name],
-            "token_share": state["emitted"][name] / total,
-            "documents_read": live["sources"][name]["documents_read"],
-            "epochs_completed": live["sources"][name]["epochs_completed"],
-            "dropped": live["sources"][name]["dropped"],
-            "path": source.path if source.path is not None else source.dataset,
-        }
-    return {
-        "steps": steps,
-        "sequences": trained_sequences,
-        "seq_len": recipe.data.seq_len,
-        "tokens_trained": sum(state["emitted"].values()),
-        "tokens_per_step": tokens_per_step,
-        "seed": recipe.data.seed,
-        "on_bad_record": recipe.data.on_bad_record,
-        "dedup": recipe.data.dedup,
-        "document_mask": recipe.data.document_mask,
-        "sources": sources,
-    }
-
+        sources[name] = CptSourceReport(
+            weight=live["sources"][name]["weight"],
+            tokens_trained=state["emitted"][name],
+            token_share=state["emitted"][name] / total,
+            documents_read=live["sources"][name]["documents_read"],
+            epochs_completed=live["sources"][name]["epochs_completed"],
+            dropped=live["sources"][name]["dropped"],
+            path=source.path if source.path is not None else source.dataset,
+        )
+    return DataReport(
+        kind="cpt", steps=steps, sequences=trained_sequences, seq_len=recipe.data.seq_len,
+        tokens_trained=sum(state["emitted"].values()), tokens_per_step=tokens_per_step, seed=recipe.data.seed,
+        on_bad_record=recipe.data.on_bad_record, dedup=recipe.data.dedup, document_mask=recipe.data.document_mask,
+        sources=sources)

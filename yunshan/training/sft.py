@@ -94,7 +94,8 @@ class SftDataset(torch.utils.data.Dataset):
 def build_sft_data(recipe, tokenizer):
     """Read, mix, render, fit and (optionally) pack the recipe's instruction data.
 
-    Returns (rows, held-out samples, report)."""
+    Returns (rows, held-out samples, the DataReport)."""
+    from yunshan.artifacts import DataReport, SftSourceReport
     from yunshan.data.chat import encode_conversation, fit_to_length
     from yunshan.data.conversations import mix_sft_sources, read_sft_source
     from yunshan.data.packing import best_fit_pack
@@ -153,20 +154,12 @@ def build_sft_data(recipe, tokenizer):
     else:
         rows = [{k: s[k] for k in ("input_ids", "labels", "source_ids")} for s in samples]
     real_tokens = sum(len(r["input_ids"]) for r in rows)
-    report = {
-        "sources": {
-            name: {"read": read_counts[name], **composition[name], "dropped": drops[name],
-                   "share_of_samples": composition[name]["samples"] / len(samples)}
-            for name in names
-        },
-        "samples": len(samples),
-        "rows": len(rows),
-        "packing": data.packing,
-        "real_tokens": real_tokens,
-        "heldout_prompts": len(heldout),
-        "seed": data.seed,
-        "end_of_turn_ids": sorted(end_markers),
-    }
+    report = DataReport(
+        kind="sft", seed=data.seed, samples=len(samples), rows=len(rows), packing=data.packing,
+        real_tokens=real_tokens, heldout_prompts=len(heldout), end_of_turn_ids=sorted(end_markers),
+        sources={name: SftSourceReport(read=read_counts[name], **composition[name], dropped=drops[name],
+                                       share_of_samples=composition[name]["samples"] / len(samples))
+                 for name in names})
     return rows, heldout, report
 
 
@@ -305,19 +298,19 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     max_steps = train.max_steps
     if train.epochs is not None:
         max_steps = max(1, math.ceil(train.epochs * len(rows) / rows_per_step))
-    real = report["real_tokens"]
+    real = report.real_tokens
     if recipe.data.packing:
-        report["non_padding_share"] = real / (len(rows) * recipe.data.max_length)
+        report.non_padding_share = real / (len(rows) * recipe.data.max_length)
     if dry_run:  # no weights are loaded
         from yunshan.training.models import describe_model
 
-        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report["samples"],
+        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report.samples,
                 "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
-                "sources": report["sources"], "precision": precision}
+                "sources": report.to_json()["sources"], "precision": precision}
 
     model = load_model(recipe.model, vocab_size=len(tokenizer))
     new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    report["precision"] = {"value": precision, "reason": precision_reason}
+    report.precision = {"value": precision, "reason": precision_reason}
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
@@ -326,7 +319,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         out.mkdir(parents=True, exist_ok=True)
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
-        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report['samples']} samples in "
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
               f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
 
@@ -352,7 +345,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
             final = final.merge_and_unload()
         final.config.use_cache = True
         # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).
-        stop_ids = sorted({tokenizer.eos_token_id, *report["end_of_turn_ids"]})
+        stop_ids = sorted({tokenizer.eos_token_id, *report.end_of_turn_ids})
         final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
         final.generation_config.pad_token_id = tokenizer.pad_token_id
         final.save_pretrained(out)
@@ -364,8 +357,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         for g in generations:
             print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
                   f"{g['reference'][:120]!r})", flush=True)
-        report["steps"] = trainer.state.global_step
-        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        report.steps = trainer.state.global_step
+        report.write(out)
         plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
         summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
         print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
