@@ -55,6 +55,26 @@ def _write_json(obj: dict, path: str | Path, indent: int = 2) -> None:
     os.replace(tmp, path)
 
 
+class _JsonFile:
+    """A record kept as one JSON file in a folder: `FILE`, `to_json()` and `from_json()` make `write` and `read`."""
+
+    FILE = ""
+    INDENT = 2
+
+    def write(self, folder: str | Path) -> Path:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        path = Path(folder) / self.FILE
+        _write_json(self.to_json(), path, self.INDENT)
+        return path
+
+    @classmethod
+    def read(cls, path: str | Path):
+        """The record in `path`, a file or the folder holding it."""
+        path = Path(path)
+        path = path / cls.FILE if path.is_dir() else path
+        return cls.from_json(_read_json(path), str(path))
+
+
 def _build(cls, data: dict, where: str):
     """`cls` from a JSON object: the fields it has (JSON key `class` for field `class_name`), unknown keys kept out."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -113,7 +133,7 @@ class SftSourceReport:
 
 
 @dataclass
-class DataReport:
+class DataReport(_JsonFile):
     """What a training run trained on (data_report.json beside the weights): the kind of run, exact counts per
     source and the drops per reason, the seed and the precision."""
 
@@ -162,16 +182,6 @@ class DataReport:
                           for name, s in (data.get("sources") or {}).items()}
         return report
 
-    def write(self, folder: str | Path) -> Path:
-        path = Path(folder) / self.FILE
-        _write_json(self.to_json(), path)
-        return path
-
-    @classmethod
-    def read(cls, path: str | Path) -> DataReport:
-        path = Path(path)
-        path = path / cls.FILE if path.is_dir() else path
-        return cls.from_json(_read_json(path), str(path))
 
 
 # ---------------------------------------------------------------- evaluation results
@@ -215,7 +225,7 @@ class EvalTask:
 
 
 @dataclass
-class EvalResults:
+class EvalResults(_JsonFile):
     """results.json of `yunshan eval`: settings, models and tasks."""
 
     models: dict[str, EvalModel]
@@ -225,6 +235,7 @@ class EvalResults:
     seconds: float | None = None
 
     FILE = "results.json"
+    INDENT = 1
 
     def to_json(self) -> dict:
         return {"yunshan_version": self.yunshan_version, "settings": self.settings,
@@ -244,16 +255,6 @@ class EvalResults:
         return cls(models=models, tasks=tasks, settings=data.get("settings") or {},
                    yunshan_version=data.get("yunshan_version"), seconds=data.get("seconds"))
 
-    def write(self, folder: str | Path) -> Path:
-        path = Path(folder) / self.FILE
-        _write_json(self.to_json(), path, indent=1)
-        return path
-
-    @classmethod
-    def read(cls, path: str | Path) -> EvalResults:
-        path = Path(path)
-        path = path / cls.FILE if path.is_dir() else path
-        return cls.from_json(_read_json(path), str(path))
 
 
 # ---------------------------------------------------------------- the run manifest
@@ -278,7 +279,7 @@ class StageRecord:
 
 
 @dataclass
-class RunManifest:
+class RunManifest(_JsonFile):
     """run.json of `yunshan run`: the run, its base and final model, and its stages in order (each once)."""
 
     name: str
@@ -316,14 +317,3 @@ class RunManifest:
         manifest.stages = [_build(StageRecord, s, f"{where}: stages.{i}") for i, s in enumerate(stages)]
         return manifest
 
-    def write(self, folder: str | Path) -> Path:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        path = Path(folder) / self.FILE
-        _write_json(self.to_json(), path)
-        return path
-
-    @classmethod
-    def read(cls, path: str | Path) -> RunManifest:
-        path = Path(path)
-        path = path / cls.FILE if path.is_dir() else path
-        return cls.from_json(_read_json(path), str(path))
