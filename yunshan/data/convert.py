@@ -192,58 +192,33 @@ def mask_pii(text: str, counts: dict[str, int]) -> str:
     return text
 
 
-def convert_text(records: Iterator[tuple[str, Any]], out: str, args: TextArgs, report: ConvertReport,
-                 on_bad_record: str = "fail", max_records: int | None = None,
-                 max_chars: int | None = None) -> ConvertReport:
-    """Stream records into yunshan JSONL; fills and returns `report`."""
+def write_converted(records: Iterator[tuple[str, Any]], out: str, report: ConvertReport, convert,
+                    on_bad_record: str = "fail", max_records: int | None = None,
+                    max_chars: int | None = None) -> ConvertReport:
+    """The loop every converter shares: read each record, `convert(location, record)` it into (the object to
+    write, its characters) or None for a drop it counted itself (a BadRecord it raises goes to `on_bad_record`),
+    write JSONL, and stop before a cap is passed. The output appears only when the whole run succeeded."""
     writer = JsonlWriter(out)
-    seen: set[bytes] = set()
     ok = False
     try:
         for location, record in records:
             report.records_read += 1
-            if isinstance(record, BadRecord):
-                report.bad(record, on_bad_record)
-                continue
-            if not isinstance(record, dict):
-                report.bad(BadRecord("malformed_json", None, f"expected an object, got {type(record).__name__}",
-                                     location), on_bad_record)
-                continue
-            if args.where and not _matches(record, args.where):
-                report.drop("where", location)
-                continue
             try:
-                text = build_text(record, args)
-                kept = {}
-                for name in args.keep_fields:
-                    try:
-                        kept[name] = _get(record, name)
-                    except KeyError:
-                        raise BadRecord("missing_field", name, "listed in --keep-fields") from None
+                if isinstance(record, BadRecord):
+                    raise record
+                converted = convert(location, record)
             except BadRecord as bad:
-                report.bad(bad.at(location), on_bad_record)
+                report.bad(bad.at(bad.location or location), on_bad_record)
                 continue
-            if args.mask_pii:
-                text = mask_pii(text, report.pii_masked)
-            if not text.strip():
-                report.drop("empty_text", location)
+            if converted is None:
                 continue
-            if len(text) < args.min_chars:
-                report.drop("too_short", location)
-                continue
-            if args.dedup:
-                digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
-                if digest in seen:
-                    report.drop("duplicate", location)
-                    continue
-                seen.add(digest)
-            if max_chars is not None and report.chars_written + len(text) > max_chars:
+            obj, chars = converted
+            if max_chars is not None and report.chars_written + chars > max_chars:
                 report.stopped_by = f"--max-chars {max_chars:,} reached at {location}"
                 break
-            out_record = {"text": text, **kept, **args.add_fields}
-            writer.write(out_record)
+            writer.write(obj)
             report.records_written += 1
-            report.chars_written += len(text)
+            report.chars_written += chars
             if max_records is not None and report.records_written >= max_records:
                 report.stopped_by = f"--max-records {max_records:,} reached at {location}"
                 break
@@ -251,3 +226,41 @@ def convert_text(records: Iterator[tuple[str, Any]], out: str, args: TextArgs, r
     finally:
         writer.close(keep=ok)
     return report
+
+
+def convert_text(records: Iterator[tuple[str, Any]], out: str, args: TextArgs, report: ConvertReport,
+                 on_bad_record: str = "fail", max_records: int | None = None,
+                 max_chars: int | None = None) -> ConvertReport:
+    """Stream records into yunshan JSONL; fills and returns `report`."""
+    seen: set[bytes] = set()
+
+    def convert(location: str, record):
+        if not isinstance(record, dict):
+            raise BadRecord("malformed_json", None, f"expected an object, got {type(record).__name__}")
+        if args.where and not _matches(record, args.where):
+            report.drop("where", location)
+            return None
+        text = build_text(record, args)
+        kept = {}
+        for name in args.keep_fields:
+            try:
+                kept[name] = _get(record, name)
+            except KeyError:
+                raise BadRecord("missing_field", name, "listed in --keep-fields") from None
+        if args.mask_pii:
+            text = mask_pii(text, report.pii_masked)
+        if not text.strip():
+            report.drop("empty_text", location)
+            return None
+        if len(text) < args.min_chars:
+            report.drop("too_short", location)
+            return None
+        if args.dedup:
+            digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+            if digest in seen:
+                report.drop("duplicate", location)
+                return None
+            seen.add(digest)
+        return {"text": text, **kept, **args.add_fields}, len(text)
+
+    return write_converted(records, out, report, convert, on_bad_record, max_records, max_chars)

@@ -28,9 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .conversations import validate_turns
-from .convert import ConvertReport
+from .convert import ConvertReport, write_converted
 from .records import BadRecord
-from .writers import JsonlWriter
 
 CLIENT, LAWYER = "[客户]", "[律师]"
 
@@ -130,27 +129,9 @@ def convert_instructions(name: str, records: Iterator[tuple[str, Any]], out: str
     to_turns = {"lawyer-llama": lambda o: lawyer_llama_turns(o, context),
                 "chatlaw": lambda o: chatlaw_turns(o, system),
                 "lawgpt-zh": lambda o: lawgpt_zh_turns(o, context)}[name]
-    writer = JsonlWriter(out)
-    ok = False
-    try:
-        for location, record in records:
-            report.records_read += 1
-            if isinstance(record, BadRecord):
-                report.bad(record, on_bad_record)
-                continue
-            try:
-                turns = to_turns(record)
-                validate_turns(turns, "messages")  # the SFT reader's own rule: role order, empty turns
-            except BadRecord as bad:
-                report.bad(bad.at(location), on_bad_record)
-                continue
-            writer.write({"messages": turns})
-            report.records_written += 1
-            report.chars_written += sum(len(t["content"]) for t in turns)
-            if max_records is not None and report.records_written >= max_records:
-                report.stopped_by = f"--max-records {max_records:,} reached at {location}"
-                break
-        ok = True
-    finally:
-        writer.close(keep=ok)
-    return report
+
+    def convert(location: str, record):
+        turns = validate_turns(to_turns(record), "messages")  # the SFT reader's own rule: role order, empty turns
+        return {"messages": turns}, sum(len(t["content"]) for t in turns)
+
+    return write_converted(records, out, report, convert, on_bad_record, max_records)
