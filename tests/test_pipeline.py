@@ -72,6 +72,8 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert "| metric | before | after cpt | after sft | change |" in report
     assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report
     assert (out / "00_base/STAND_IN_BASE.md").is_file()
+    # The resolved recipe saved in the run folder loads again as it is (what the runner fills is left out).
+    assert load_recipe(PipelineRecipe, out / "recipe.yaml") == load_recipe(PipelineRecipe, tmp_path / "recipe.yaml")
     # The extension's step-0 cost and its recovery, and the precision each training stage ran in.
     cost = run_json.stage("cpt").summary["extension_cost"]
     assert set(cost["base"]) == {"general", "domain"} and cost["new_tokens"] == 320

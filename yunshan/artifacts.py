@@ -32,8 +32,17 @@ import yaml
 
 def write_recipe(recipe, path: str | Path, header: str | None = None) -> None:
     """Write a resolved recipe dataclass (every field, defaults included) as YAML: what `yunshan run` and the
-    stage commands save beside their outputs, and what `load_recipe` reads back."""
-    text = yaml.safe_dump(dataclasses.asdict(recipe), sort_keys=False, allow_unicode=True)
+    stage commands save beside their outputs, and what `load_recipe` reads back. Keys the recipe class reserves
+    (`RESERVED_KEYS`: set by the runner, not by a recipe) are left out, so the file loads again as it is."""
+    data = dataclasses.asdict(recipe)
+    for dotted in getattr(type(recipe), "RESERVED_KEYS", {}):
+        *parents, last = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     Path(path).write_text((f"# {header}\n" if header else "") + text, encoding="utf-8")
 
 
