@@ -127,8 +127,8 @@ def training_comparison(files, tok_dir: Path, tokenizer, steps: int, rounds: int
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
-    from yunshan.recipe import CptRecipe, load_recipe
-    from yunshan.training.cpt import run_cpt
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs, run_cpt
 
     model_dir = tok_dir.parent / "llama7m"
     torch.manual_seed(0)
@@ -168,7 +168,7 @@ def training_comparison(files, tok_dir: Path, tokenizer, steps: int, rounds: int
             for side in order:
                 out = Path(tmp) / f"{side}{r}"
                 if side == "yunshan":
-                    recipe = load_recipe(CptRecipe, data={
+                    recipe = load_recipe(CptArgs, data={
                         "model": {"name_or_path": str(model_dir)},
                         "data": {"seq_len": seq_len, "sources": [
                             {"name": n, "path": str(files[n]), "weight": w} for n, w in WEIGHTS.items()]},

@@ -88,7 +88,8 @@ def part_initialisations(model_dir: Path, tok_dir: Path, docs: dict, autocast: b
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.recipe import CptRecipe, load_recipe
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs
     from yunshan.tokenizer import resize_embeddings
     from yunshan.training.cpt import build_stream
     from yunshan.training.embedding_warmup import fit_new_rows
@@ -104,7 +105,7 @@ def part_initialisations(model_dir: Path, tok_dir: Path, docs: dict, autocast: b
         rows[label] = measure(model, new_tok, docs, autocast)
         print(label, rows[label], flush=True)
         if init == "subword_mean":
-            recipe = load_recipe(CptRecipe, data=cpt_recipe(model_dir, tok_dir, "unused", REPLAY["1:1 replay"],
+            recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok_dir, "unused", REPLAY["1:1 replay"],
                                                             steps=1, warmup="false"))
             sequences = [item["input_ids"].tolist() for _, item in zip(range(fit_sequences),
                                                                         build_stream(recipe, new_tok))]
@@ -146,8 +147,8 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.recipe import CptRecipe, load_recipe
-    from yunshan.training.cpt import run_cpt
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs, run_cpt
 
     variants = {}
     for replay, mixture in REPLAY.items():
@@ -157,7 +158,7 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
             name = f"{key}_{'replay' if 'general' in dict(mixture) else 'noreplay'}"
             out = runs / name
             w = warmup_steps if warmup == "true" else 0
-            recipe = load_recipe(CptRecipe, data=cpt_recipe(model_dir, tok, str(out), mixture, steps - w, warmup,
+            recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok, str(out), mixture, steps - w, warmup,
                                                             w, monitor_chars=monitor_chars))
             started = time.perf_counter()
             summary = run_cpt(recipe)

@@ -107,9 +107,10 @@ def make_model_and_data(tmp: Path, n_samples: int):
 
 def run_yunshan(model_dir: Path, data_file: Path, out: Path, packing: bool, steps: int):
     import yunshan.training.sft as sft_module
-    from yunshan.recipe import SftRecipe, load_recipe
+    from yunshan.recipe import load_recipe
+    from yunshan.training.sft import SftArgs
 
-    recipe = load_recipe(SftRecipe, data={
+    recipe = load_recipe(SftArgs, data={
         "model": {"name_or_path": str(model_dir)},
         "data": {"max_length": 512, "packing": packing, "sources": [
             {"name": "all", "path": str(data_file), "format": "messages"}]},

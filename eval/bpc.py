@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from .likelihood import rolling_nll
-from .texts import read_documents
+from .texts import default_texts, labelled_files, read_documents
 
 GENERAL = "general"
 
@@ -55,3 +55,33 @@ def forgetting_table(before: dict, after: dict, before_name: str, after_name: st
         kind = "forgetting (general)" if label == GENERAL else "gain (domain)"
         lines.append(f"| {label} | {kind} | {b:.4f} | {a:.4f} | {a - b:+.4f} | {100 * (a - b) / b:+.2f}% |")
     return "\n".join(lines)
+
+
+def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks bpc` (--heldout LABEL=FILE ...): this module's entry in yunshan.eval.tasks."""
+    files = labelled_files(args.heldout, "--heldout") if args.heldout else {p.stem: p for p in default_texts("bpc")}
+    result = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
+                     batch_size=max(1, args.batch_size // 2), progress=args.progress, limit=args.limit)
+    return result, list(files.values())
+
+
+def headline(task, result: dict, data) -> list:
+    """Bits per character of each held-out text (lower is better), each a model-index entry."""
+    from yunshan.artifacts import Metric
+
+    from .tasks import is_sample
+
+    out = []
+    for label, f in (result.get("files") or {}).items():
+        if f.get("bpc") is None:
+            continue
+        sample = is_sample(f.get("path"))
+        where = Path(f["path"]).name if f.get("path") else label
+        name = f"held-out {label} text" + (" (yunshan sample)" if sample else "")
+        out.append(Metric(f"bpc/{label}", name, "bits per character ↓", float(f["bpc"]), lower_is_better=True,
+                          detail=f"{where}, {f.get('chars', 0):,} characters", sample=sample, eval_result=dict(
+                              task_type="text-generation", task_name="Text Generation",
+                              dataset_type=f"yunshan-heldout-{label}", dataset_name=name,
+                              metric_type="bits_per_character", metric_name="bits per character",
+                              metric_value=round(float(f["bpc"]), 4))))
+    return out

@@ -182,3 +182,10 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
                    "truncated": sum(1 for p in preds if p.truncated), "predictions": records,
                    "columns": list(result["groups"])})
     return result
+
+
+def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks fineval|ceval`: this module's entry in yunshan.eval.tasks."""
+    return run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
+                     prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                     max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit), []

@@ -146,3 +146,10 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
                    "truncated": sum(1 for p in preds if p.truncated), "predictions": records,
                    "columns": list(result["subjects"])})
     return result
+
+
+def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks financeiq|cmmlu`: this module's entry in yunshan.eval.tasks."""
+    return run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
+                     batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                     max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit), []

@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-FORMATS = {"fineval": "ceval", "ceval": "ceval", "financeiq": "cmmlu", "cmmlu": "cmmlu", "lawbench": "lawbench",
-           "jecqa": "jecqa", "bpc": "bpc", "compression": "compression", "diversity": "diversity"}
+from .tasks import TASKS
 
 
 @dataclass
 class EvalArgs:
-    """Settings of one `yunshan eval` run (saved into results.json)."""
+    """Settings of one `yunshan eval` run (saved into results.json), and the `eval` section of a `yunshan run`
+    recipe (where the runner fills `model` and `out`)."""
 
     model: list[str] = field(default_factory=list, metadata={
         "help": "model folder (any HF causal LM, PanGu-π included); repeat for a side-by-side table; with bpc the "
                 "first is 'before' and the second 'after' in the forgetting table"})
-    tasks: list[str] = field(default_factory=list, metadata={
-        "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(FORMATS)}"})
+    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={
+        "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(TASKS)}"})
     data_dir: str | None = field(default=None, metadata={
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
     limit: int | None = field(default=None, metadata={
@@ -71,139 +71,52 @@ class EvalArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for f in fields(EvalArgs):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"]
-        if f.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
-        elif f.name in ("model", "text", "heldout"):
-            parser.add_argument(flag, action="append", default=[], help=help_text,
-                                required=f.name == "model")
-        elif f.name == "tasks":
-            parser.add_argument(flag, nargs="+", required=True, help=help_text)
-        else:
-            kind = {"int | None": int, "int": int, "float": float}.get(f.type, str)
-            default = f.default if f.default is not MISSING else None
-            parser.add_argument(flag, type=kind, default=default, help=help_text)
+    from yunshan.flags import add_flags
 
-
-def _sample_root() -> Path | None:
-    try:
-        from yunshan.samples import sample_data_dir
-    except ImportError:
-        return None
-    root = Path(sample_data_dir())
-    return root if root.is_dir() else None
+    add_flags(parser, EvalArgs, required=("model",), metavars={"model": "DIR", "tasks": "TASK", "heldout": "LABEL=FILE",
+                                                               "text": "FILE"})
 
 
 def _hash_files(path: Path) -> dict[str, str]:
-    from .loading import sha256_file
+    from yunshan.data.files import sha256_file
 
     if path.is_file():
         return {path.name: sha256_file(path)}
     return {str(p.relative_to(path)): sha256_file(p) for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def _parse_tasks(args: EvalArgs) -> list[tuple[str, str, Path | None]]:
-    """(task label, format, data path or None for the text tasks)."""
-    samples = _sample_root()
-    data_dir = Path(args.data_dir) if args.data_dir else (samples / "eval" if samples else None)
+def _parse_tasks(args: EvalArgs) -> list[tuple[str, object, Path | None]]:
+    """(task label, Task, data path or None for the text tasks)."""
+    from yunshan.samples import sample_data_dir
+
+    samples = Path(sample_data_dir())
+    data_dir = Path(args.data_dir) if args.data_dir else (samples / "eval" if samples.is_dir() else None)
     out = []
     for spec in args.tasks:
         name, _, path = spec.partition("=")
-        if name not in FORMATS:
-            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(FORMATS)}")
-        fmt = FORMATS[name]
-        if fmt in ("bpc", "compression", "diversity"):
-            out.append((name, fmt, None))
-            continue
-        if path:
-            out.append((name, fmt, Path(path)))
+        if name not in TASKS:
+            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)}")
+        task = TASKS[name]
+        if not task.needs_data:
+            out.append((name, task, None))
+        elif path:
+            out.append((name, task, Path(path)))
         elif data_dir is not None:
-            out.append((name, fmt, data_dir / name))
+            out.append((name, task, data_dir / name))
         else:
             raise ValueError(f"--tasks {name}: no data path; give {name}=PATH or --data-dir "
                              "(the sample sets need the yunshan.samples package)")
     return out
 
 
-def _labelled(specs: list[str], flag: str) -> dict[str, Path]:
-    out = {}
-    for spec in specs:
-        label, sep, path = spec.partition("=")
-        if not sep or not label or not path:
-            raise ValueError(f"{flag} {spec!r}: use LABEL=FILE, for example general=heldout/general.txt")
-        out[label] = Path(path)
-    return out
-
-
-def _default_texts(kind: str) -> list[Path]:
-    samples = _sample_root()
-    if samples is None:
-        raise ValueError(f"{kind}: no text files given and the yunshan.samples sample data is not installed")
-    held = [samples / "heldout" / f"{d}.txt" for d in ("general", "finance", "legal")]
-    if kind == "compression":
-        return held + sorted((samples / "eval" / "jecqa").glob("*.json"))
-    return held
-
-
-def _run_task(lm, label: str, fmt: str, data: Path | None, args: EvalArgs, heldout, chat: bool, report: dict):
-    """One task on one model; returns (results, data path or None for the text tasks)."""
-    common = dict(limit=args.limit)
-    if fmt == "ceval":
-        from .ceval import run_ceval
-
-        res = run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
-                        prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos,
-                        chat=chat, max_new_tokens=args.max_new_tokens or 32, progress=args.progress,
-                        **common)
-    elif fmt == "cmmlu":
-        from .cmmlu import run_cmmlu
-
-        res = run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
-                        batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
-                        max_new_tokens=args.max_new_tokens or 32, progress=args.progress, **common)
-    elif fmt == "lawbench":
-        from .lawbench import run_lawbench
-
-        res = run_lawbench(lm, data, batch_size=args.batch_size, chat=chat,
-                           max_new_tokens=args.max_new_tokens or 256, add_bos=args.add_bos,
-                           progress=args.progress, **common)
-    elif fmt == "jecqa":
-        from .jecqa import run_jecqa
-
-        res = run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
-                        max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos,
-                        progress=args.progress, **common)
-    elif fmt == "compression":
-        from .compression import run_compression
-
-        files = [Path(t) for t in args.text] or _default_texts("compression")
-        res = run_compression(lm.tokenizer, files, **common)
-        data = None
-        report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files}
-    elif fmt == "bpc":
-        from .bpc import run_bpc
-
-        files = heldout or {p.stem: p for p in _default_texts("bpc")}
-        res = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
-                      batch_size=max(1, args.batch_size // 2), progress=args.progress, **common)
-        report["tasks"].setdefault(label, {})["files"] = {str(f): _hash_files(f) for f in files.values()}
-    else:
-        from .diversity import run_diversity
-
-        text = Path(args.diversity_text) if args.diversity_text else _default_texts("diversity")[0]
-        res = run_diversity(lm, text, eps=args.eps, batch_size=args.batch_size, **common)
-        report["tasks"].setdefault(label, {})["files"] = _hash_files(text)
-    return res, data
-
-
 def run_eval(args: EvalArgs) -> dict:
     """Run every task on every model; returns the report (and writes it under args.out)."""
     from yunshan import __version__
+    from yunshan.artifacts import EvalResults
 
     from .loading import load_model, load_tokenizer_only
     from .report import task_table, write_report
+    from .tasks import headline_metrics, module_of
 
     tasks = _parse_tasks(args)
     for _, _, path in tasks:
@@ -211,7 +124,6 @@ def run_eval(args: EvalArgs) -> dict:
             raise FileNotFoundError(f"{path}: no such task data")
     if args.mode not in ("loglik", "cloze", "generate"):
         raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
-    heldout = _labelled(args.heldout, "--heldout") if args.heldout else None
     report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
                     "models": {}, "tasks": {}}
     results: dict[str, dict[str, dict]] = {label: {} for label, _, _ in tasks}
@@ -221,7 +133,7 @@ def run_eval(args: EvalArgs) -> dict:
         name = Path(path).name or path
         name = name if name not in names else f"{name}#{len(names) + 1}"
         names.append(name)
-        if all(fmt == "compression" for _, fmt, _ in tasks):
+        if all(task.format == "compression" for _, task, _ in tasks):
             # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
             lm = load_tokenizer_only(path, hash_files=args.hash_weights)
             report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
@@ -233,44 +145,50 @@ def run_eval(args: EvalArgs) -> dict:
         from .generation import use_chat
 
         chat = use_chat(lm.tokenizer, args.chat)
-        for label, fmt, data in tasks:
+        for label, task, data in tasks:
             with lm.compute():
-                res, data = _run_task(lm, label, fmt, data, args, heldout, chat, report)
+                res, texts = module_of(task).run_task(lm, data, args, chat)
             results[label][name] = res
             entry = report["tasks"].setdefault(label, {})
             if data is not None:
                 entry["path"] = str(data)
                 entry["files"] = _hash_files(data)
-            entry["format"] = fmt
+            else:
+                entry["files"] = {str(f): _hash_files(f) for f in texts}
+            entry["format"] = task.format
             entry.setdefault("results", {})[name] = res
+            # The headline numbers, recorded with the results: a report or model card shows them without
+            # knowing the benchmark.
+            entry.setdefault("metrics", {})[name] = [asdict(m) for m in headline_metrics(task, res, data)]
         del lm
     sections = []
-    for label, _, _ in tasks:
+    for label, task, _ in tasks:
         sections.append(f"## {label}\n\n{task_table(label, results[label])}")
-        if FORMATS[label] == "bpc" and len(names) >= 2:
+        if task.format == "bpc" and len(names) >= 2:
             from .bpc import forgetting_table
 
             sections.append(f"### forgetting vs gain ({names[0]} -> {names[1]})\n\n"
                             + forgetting_table(results[label][names[0]], results[label][names[1]], names[0], names[1]))
     markdown = "\n\n".join(sections)
     out = Path(args.out)
-    for label, fmt, _ in tasks:
-        if fmt == "diversity":
+    for label, task, _ in tasks:
+        if task.format == "diversity":
             from .diversity import plot_diversity
 
             out.mkdir(parents=True, exist_ok=True)
             plot_diversity(results[label], out / "diversity.png")
             report["tasks"][label]["plot"] = str(out / "diversity.png")
     report["seconds"] = round(time.time() - started, 1)
-    json_path, md_path = write_report(out, report, markdown)
+    json_path, md_path = write_report(out, EvalResults.from_json(report), markdown)
     report["markdown"] = markdown
     report["paths"] = {"json": str(json_path), "markdown": str(md_path)}
     return report
 
 
 def run(args: argparse.Namespace) -> int:
-    eval_args = EvalArgs(**{f.name: getattr(args, f.name) for f in fields(EvalArgs)})
-    report = run_eval(eval_args)
+    from yunshan.flags import from_flags
+
+    report = run_eval(from_flags(EvalArgs, args))
     print(report["markdown"])
     print(f"\nwrote {report['paths']['json']} and {report['paths']['markdown']} ({report['seconds']} s)")
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .texts import read_documents
+from .texts import default_texts, read_documents
 
 
 def measure_compression(tokenizer, documents: list[str], batch: int = 256) -> dict:
@@ -41,3 +41,20 @@ def run_compression(tokenizer, files: list[str | Path], limit: int | None = None
     totals["bytes_per_token"] = totals["bytes"] / totals["tokens"] if totals["tokens"] else float("nan")
     return {"format": "compression", "files": per_file, "all": totals, "vocab_size": len(tokenizer),
             "columns": list(per_file)}
+
+
+def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks compression` (--text FILE ...): this module's entry in yunshan.eval.tasks."""
+    files = [Path(t) for t in args.text] or default_texts("compression")
+    return run_compression(lm.tokenizer, files, limit=args.limit), files
+
+
+def headline(task, result: dict, data) -> list:
+    """Tokens per character of each text (lower is better); not model-index entries (a tokenizer property)."""
+    from yunshan.artifacts import Metric
+
+    from .tasks import is_sample
+
+    return [Metric(f"compression/{label}", f"tokens per character, {label}", "tokens/char ↓",
+                   float(f["tokens_per_char"]), lower_is_better=True, sample=is_sample(f.get("path")))
+            for label, f in (result.get("files") or {}).items() if f.get("tokens_per_char") is not None]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .texts import read_documents
+from .texts import default_texts, read_documents
 
 
 def effective_dimension(states: torch.Tensor, eps: float = 0.8) -> int:
@@ -117,3 +117,14 @@ def plot_diversity(results: dict[str, dict], out_png: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(out_png, dpi=120)
     plt.close(fig)
+
+
+def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks diversity` (--diversity-text FILE): this module's entry in yunshan.eval.tasks. Its
+    result is a curve per layer (plotted), not a headline number."""
+    text = Path(args.diversity_text) if args.diversity_text else default_texts("diversity")[0]
+    return run_diversity(lm, text, eps=args.eps, batch_size=args.batch_size, limit=args.limit), [text]
+
+
+def headline(task, result: dict, data) -> list:
+    return []

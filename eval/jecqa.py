@@ -112,3 +112,10 @@ def run_jecqa(lm, path: str | Path, limit: int | None = None, mode: str = "logli
             "sources": {k: {"correct": c, "n": n, "accuracy": 100.0 * c / n} for k, (c, n) in by_source.items()},
             "overall": 100.0 * correct / len(records), "unmatched": sum(1 for p in preds if p[0] is None),
             "predictions": predictions, "columns": list(by_source)}
+
+
+def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks jecqa`: this module's entry in yunshan.eval.tasks."""
+    return run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
+                     max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos, progress=args.progress,
+                     limit=args.limit), []

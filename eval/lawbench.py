@@ -80,3 +80,9 @@ def run_lawbench(lm, root: str | Path, limit: int | None = None, batch_size: int
             "n_tasks": summary["n_tasks"], "missing_tasks": summary["missing_tasks"], "limit": limit,
             "chat": chat, "max_new_tokens": max_new_tokens, "columns": list(LEVELS.values()),
             "average": "mean over tasks (with all 20: (2 Mem + 10 Und + 8 App) / 20)"}
+
+
+def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+    """`yunshan eval --tasks lawbench`: this module's entry in yunshan.eval.tasks."""
+    return run_lawbench(lm, data, batch_size=args.batch_size, chat=chat, max_new_tokens=args.max_new_tokens or 256,
+                        add_bos=args.add_bos, progress=args.progress, limit=args.limit), []

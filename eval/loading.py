@@ -1,6 +1,6 @@
 """Load the models and tokenizers an evaluation compares, offline, and fingerprint them and the data files.
 
-    from yunshan.eval.loading import load_model, sha256_file
+    from yunshan.eval.loading import load_model, sha256_model_dir
     lm = load_model("out/yunshan-tiny")        # any HF causal LM folder, PanGu-π included
 
 Every JSON report records the model's and the data files' sha256, so a number can be traced to exact bytes.
@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from yunshan.data.files import sha256_file
 
 # Files that decide a model's outputs; optimizer states and logs do not.
 _MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
@@ -45,14 +47,6 @@ class LoadedModel:
                 return value
         value = getattr(self.tokenizer, "model_max_length", None)
         return value if isinstance(value, int) and 0 < value < 10**7 else 2048
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sha256_model_dir(path: str | Path) -> str | None:

@@ -8,7 +8,6 @@ Tables are laid out like the paper's Tables 7-10 so a run can be read next to th
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -77,11 +76,11 @@ def task_table(task: str, results: dict[str, dict]) -> str:
     raise ValueError(f"no table layout for result format {fmt!r}")
 
 
-def write_report(out_dir: str | Path, report: dict, markdown: str) -> tuple[Path, Path]:
-    """Write results.json (every prediction and score) and results.md (the tables) into out_dir."""
+def write_report(out_dir: str | Path, results, markdown: str) -> tuple[Path, Path]:
+    """Write results.json (every prediction and score: yunshan.artifacts.EvalResults) and results.md (the tables)
+    into out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out / "results.json", out / "results.md"
-    json_path.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    json_path, md_path = results.write(out), out / "results.md"
     md_path.write_text(markdown + "\n", encoding="utf-8")
     return json_path, md_path

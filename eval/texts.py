@@ -3,7 +3,8 @@
     from yunshan.eval.texts import read_documents
     docs = read_documents("heldout/legal.txt")
 
-- `.txt`: documents separated by blank lines (the held-out files yunshan.samples writes), each stripped;
+- `.txt`: one document per paragraph (lines up to a blank line: yunshan's `.txt` rule, yunshan.data.records, as
+  in training; the held-out files yunshan.samples writes are laid out so);
 - `.jsonl` / `.json` (a JSON list or one object per line): a record's `text` field, or for JEC-QA records
   (`statement` + `option_list`) the statement and each option as separate pieces, so "statement plus options"
   counts exactly those characters (the paper's Table 7 measures JEC-QA that way).
@@ -11,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
@@ -25,27 +25,48 @@ def _pieces(record: dict, where: str) -> list[str]:
 
 def read_documents(path: str | Path) -> list[str]:
     """The non-empty documents (or JEC-QA pieces) of a text file, in file order."""
+    from yunshan.data.records import BadRecord, read_records
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such text file")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".txt":
-        docs = [d.strip() for d in text.split("\n\n")]
-        docs = [d for d in docs if d]
-    elif path.suffix in (".json", ".jsonl"):
-        if text.lstrip().startswith("["):
-            records = [(r, f"{path}: record {i}") for i, r in enumerate(json.loads(text))]
-        else:
-            records = []
-            for n, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    try:
-                        records.append((json.loads(line), f"{path}:{n}"))
-                    except json.JSONDecodeError as err:
-                        raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from None
-        docs = [p for r, where in records for p in _pieces(r, where) if p]
-    else:
+    if path.suffix not in (".txt", ".json", ".jsonl"):
         raise ValueError(f"{path}: unsupported text file; use .txt (blank-line separated documents), .jsonl or .json")
+    docs = []
+    for where, record, _ in read_records(str(path)):
+        if isinstance(record, BadRecord):
+            raise ValueError(record.describe())
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: a record needs a 'text' field or JEC-QA's 'statement' and 'option_list'")
+        docs += [p for p in _pieces(record, where) if p]
     if not docs:
         raise ValueError(f"{path}: no text")
     return docs
+
+
+def default_texts(kind: str) -> list[Path]:
+    """The sample texts a text task reads when none are given: the held-out general, finance and legal texts
+    (and, for compression, the JEC-QA sample)."""
+    try:
+        from yunshan.samples import sample_data_dir
+
+        samples = Path(sample_data_dir())
+    except ImportError:
+        samples = None
+    if samples is None or not samples.is_dir():
+        raise ValueError(f"{kind}: no text files given and the yunshan.samples sample data is not installed")
+    held = [samples / "heldout" / f"{d}.txt" for d in ("general", "finance", "legal")]
+    if kind == "compression":
+        return held + sorted((samples / "eval" / "jecqa").glob("*.json"))
+    return held
+
+
+def labelled_files(specs: list[str], flag: str) -> dict[str, Path]:
+    """LABEL=FILE items (e.g. --heldout general=g.txt) as {label: path}."""
+    out = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"{flag} {spec!r}: use LABEL=FILE, for example general=heldout/general.txt")
+        out[label] = Path(path)
+    return out

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yunshan.pipeline import PipelineRunner
-from yunshan.recipe import PipelineRecipe, load_recipe
+from yunshan.artifacts import RunManifest
+from yunshan.pipeline import PipelineRecipe, PipelineRunner
+from yunshan.recipe import RecipeError, load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,39 +61,41 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     out = tmp_path / "run"
     manifest = run(data, tmp_path)
     stages = ["base", "tokenizer", "eval_before", "cpt", "sft", "eval_after"]
-    assert [s["name"] for s in manifest["stage_list"]] == stages
-    assert all(s["status"] == "complete" and s["outputs"] for s in manifest["stage_list"])
-    run_json = json.loads((out / "run.json").read_text())
-    assert run_json["final_model"] == "04_sft" and run_json["stages"]["cpt"]["summary"]["tokens"] == (2 + 6) * 4 * 64
+    assert [s.name for s in manifest.stages] == stages
+    assert all(s.status == "complete" and s.outputs for s in manifest.stages)
+    run_json = RunManifest.read(out / "run.json")
+    assert run_json.final_model == "04_sft" and run_json.stage("cpt").summary["tokens"] == (2 + 6) * 4 * 64
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
-    assert any(p.endswith("finance/train.jsonl") for p in run_json["stages"]["cpt"]["inputs"])
-    assert all((out / ".stages" / f"{s['name']}.json").is_file() for s in manifest["stage_list"])
+    assert any(p.endswith("finance/train.jsonl") for p in run_json.stage("cpt").inputs)
+    assert all((out / ".stages" / f"{s.name}.json").is_file() for s in manifest.stages)
     report = (out / "report.md").read_text()
     assert "| metric | before | after cpt | after sft | change |" in report
     assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report
     assert (out / "00_base/STAND_IN_BASE.md").is_file()
+    # The resolved recipe saved in the run folder loads again as it is (what the runner fills is left out).
+    assert load_recipe(PipelineRecipe, out / "recipe.yaml") == load_recipe(PipelineRecipe, tmp_path / "recipe.yaml")
     # The extension's step-0 cost and its recovery, and the precision each training stage ran in.
-    cost = run_json["stages"]["cpt"]["summary"]["extension_cost"]
+    cost = run_json.stage("cpt").summary["extension_cost"]
     assert set(cost["base"]) == {"general", "domain"} and cost["new_tokens"] == 320
     assert "## Vocabulary extension: cost at step 0 and recovery" in report
     assert f"| general | {cost['base']['general']:.4f} | {cost['init']['general']:.4f} (" in report
-    assert run_json["stages"]["cpt"]["summary"]["precision"]["reason"] in report
+    assert run_json.stage("cpt").summary["precision"]["reason"] in report
     # The extended tokenizer reached the trained model, with subword-mean rows.
-    tok_size = run_json["stages"]["tokenizer"]["summary"]["new_vocab"]
+    tok_size = run_json.stage("tokenizer").summary["new_vocab"]
     cpt_config = json.loads((out / "03_cpt/config.json").read_text())
-    assert cpt_config["vocab_size"] >= tok_size > run_json["stages"]["tokenizer"]["summary"]["base_vocab"]
+    assert cpt_config["vocab_size"] >= tok_size > run_json.stage("tokenizer").summary["base_vocab"]
 
-    before = {s["name"]: s["finished"] for s in manifest["stage_list"]}
+    before = {s.name: s.finished for s in manifest.stages}
     again = run(data, tmp_path)
-    assert {s["name"]: s["finished"] for s in again["stage_list"]} == before  # everything skipped
+    assert {s.name: s.finished for s in again.stages} == before  # everything skipped
 
     redo = run(data, tmp_path, from_stage="sft")
-    finished = {s["name"]: s["finished"] for s in redo["stage_list"]}
+    finished = {s.name: s.finished for s in redo.stages}
     assert [n for n in stages if finished[n] != before[n]] == ["sft", "eval_after"]
 
     # A changed cpt setting invalidates cpt and what follows; the base and tokenizer stay.
     changed = run(data, tmp_path, "cpt.training.learning_rate=1e-3")
-    finished2 = {s["name"]: s["finished"] for s in changed["stage_list"]}
+    finished2 = {s.name: s.finished for s in changed.stages}
     assert [n for n in stages if finished2[n] != finished[n]] == ["cpt", "sft", "eval_after"]
 
 
@@ -101,15 +104,15 @@ def test_a_failing_stage_leaves_earlier_outputs_intact(tmp_path):
     data["sft"]["data"]["sources"][0]["path"] = str(tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         run(data, tmp_path)
-    manifest = json.loads((tmp_path / "run/run.json").read_text())
-    assert manifest["stages"]["sft"]["status"] == "failed" and "missing.jsonl" in manifest["stages"]["sft"]["error"]
-    assert manifest["stages"]["cpt"]["status"] == "complete"
-    cpt_outputs = manifest["stages"]["cpt"]["outputs"]
+    manifest = RunManifest.read(tmp_path / "run/run.json")
+    assert manifest.stage("sft").status == "failed" and "missing.jsonl" in manifest.stage("sft").error
+    assert manifest.stage("cpt").status == "complete"
+    cpt_outputs = manifest.stage("cpt").outputs
     # Fix the recipe: the earlier stages are reused as they are, only sft and after run.
     fixed = tiny_recipe(tmp_path)
     manifest2 = run(fixed, tmp_path)
-    assert manifest2["stages"]["cpt"]["outputs"] == cpt_outputs
-    assert manifest2["stages"]["sft"]["status"] == "complete"
+    assert manifest2.stage("cpt").outputs == cpt_outputs
+    assert manifest2.stage("sft").status == "complete"
 
 
 def test_dry_run_plans_without_training(tmp_path):
@@ -123,3 +126,51 @@ def test_dry_run_plans_without_training(tmp_path):
     path.write_text(yaml.safe_dump(data))
     plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
     assert any("nope.jsonl" in p for p in plan["problems"])
+
+
+def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
+    """One schema per stage: each section of a pipeline recipe is the dataclass its stage command reads, so a
+    setting has one name, one default and one help text (the push section is private by default exactly as
+    `yunshan push` is)."""
+    import dataclasses
+    import typing
+
+    from yunshan.eval.commands import EvalArgs
+    from yunshan.hub import ExportArgs
+    from yunshan.pipeline import STAGES
+    from yunshan.push import PushArgs
+    from yunshan.tokenizer.extend import ExtendArgs
+    from yunshan.training.cpt import CptArgs
+    from yunshan.training.sft import SftArgs
+
+    hints = typing.get_type_hints(PipelineRecipe)
+    sections = {s.section: hints[s.section] for s in STAGES}
+    expected = {"tokenizer_extension": ExtendArgs, "eval": EvalArgs, "cpt": CptArgs, "sft": SftArgs,
+                "export": ExportArgs, "push": PushArgs}
+    for name, cls in expected.items():
+        assert set(typing.get_args(sections[name])) == {cls, type(None)}, name
+    # Every reserved key names a real field of its section.
+    for dotted in PipelineRecipe.RESERVED_KEYS:
+        section, *keys = dotted.split(".")
+        cls = next(a for a in typing.get_args(hints[section]) if dataclasses.is_dataclass(a))
+        for key in keys:
+            cls = typing.get_type_hints(cls)[key]
+    assert PushArgs().private is True
+
+
+def test_sections_switch_with_enabled_and_runner_paths_are_reserved(tmp_path):
+    data = tiny_recipe(tmp_path, export=False)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    recipe = load_recipe(PipelineRecipe, path, ["sft.enabled=false", "push.enabled=true"])
+    assert recipe.sft is None and recipe.export is None and recipe.push is not None
+    plan = PipelineRunner(recipe, path).dry_run()
+    assert {p["stage"]: p["action"] for p in plan["plan"]}["sft"] == "disabled"
+    assert "push.repo_id is not set" in plan["problems"]
+    # What the runner fills (stage folders, the model a stage starts from) cannot be set in a pipeline recipe.
+    data["cpt"]["training"]["output_dir"] = "elsewhere"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RecipeError, match=r"recipe.yaml:\d+: cpt.training.output_dir: set by yunshan run"):
+        load_recipe(PipelineRecipe, path)
+    with pytest.raises(RecipeError, match="command-line override: tokenizer_extension.out: set by yunshan run"):
+        load_recipe(PipelineRecipe, data=tiny_recipe(tmp_path), overrides=["tokenizer_extension.out=x"])

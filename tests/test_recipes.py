@@ -16,11 +16,14 @@ import pytest
 import yaml
 
 from fixtures import train_tokenizer
-from yunshan.recipe import CptRecipe, PipelineRecipe, SftRecipe, load_recipe
+from yunshan.pipeline import PipelineRecipe
+from yunshan.recipe import load_recipe
+from yunshan.training.cpt import CptArgs
+from yunshan.training.sft import SftArgs
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml"))
-KINDS = {"pipeline": PipelineRecipe, "cpt": CptRecipe, "sft": SftRecipe}
+KINDS = {"pipeline": PipelineRecipe, "cpt": CptArgs, "sft": SftArgs}
 
 
 def kind_of(path: Path) -> str:
@@ -135,3 +138,13 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
     assert out.returncode == 0, out.stderr[-3000:]
     plan = json.loads(out.stdout[out.stdout.index("{"):])
     assert plan["parameters"] > 0
+
+
+def test_every_setting_has_help():
+    """Every field of every recipe section (the stage commands' own arguments) says what it does: the flags of
+    `yunshan eval`, `export`, `push` and `tokenizer extend` show the same text."""
+    from yunshan.recipe import describe
+
+    for cls in KINDS.values():
+        rows = describe(cls)
+        assert rows and [key for key, _, help_text in rows if not help_text] == [], cls.__name__

@@ -3,9 +3,13 @@
     yunshan tokenizer extend --base BASE --corpus finance.jsonl legal.txt --new-tokens 3000 --out OUT
 
 Formats: `.jsonl` (one JSON object per line, text in a field, "text" by default) and anything else as plain UTF-8
-text with one document per line. Bad input gets a message naming the file, line and what is wrong: a missing or
-empty file, a line that is not valid JSON or lacks the field, invalid UTF-8 (with the byte offset; with
-`on_invalid_utf8="skip"` the offending lines are skipped and counted instead).
+text with one document per paragraph (lines up to a blank line; `txt_document` "line" or "file" for corpora that
+mean something else). That is yunshan's `.txt` rule everywhere (yunshan/data/records.py says why): the merges are
+learned on the documents continual pretraining trains on. The rule is copied here, not imported, because the
+tokenizer package stands alone; a test checks that both copies split every text the same way. Bad input gets a
+message naming the file, line and what is wrong: a missing or empty file, a line that is not valid JSON or lacks the
+field, invalid UTF-8 (with the byte offset; with `on_invalid_utf8="skip"` the documents holding it are skipped and
+counted instead).
 
 Counting is the base pipeline's normaliser and pre-tokeniser per document plus a `collections.Counter` over the
 resulting words (C); no Python loop touches single characters (see `BaseTokenizer.count_words` for the fast path).
@@ -25,7 +29,7 @@ class CorpusFileStats:
     path: str
     documents: int = 0
     characters: int = 0
-    skipped_invalid_utf8: int = 0   # lines skipped because they are not valid UTF-8 (on_invalid_utf8="skip")
+    skipped_invalid_utf8: int = 0   # documents skipped because they are not valid UTF-8 (on_invalid_utf8="skip")
     skipped_empty: int = 0          # blank lines / documents with empty text
 
 
@@ -39,7 +43,45 @@ class CorpusStats:
         return {"files": [asdict(f) for f in self.files], "words": self.words, "unique_words": self.unique_words}
 
 
-def _decode_lines(path: Path, data: bytes, on_invalid_utf8: str, stats: CorpusFileStats) -> list[str]:
+# What counts as blank: ASCII whitespace only, as bytes.strip() in yunshan.data.records (a line of ideographic
+# spaces is text, not a paragraph break).
+_BLANK = " \t\n\r\x0b\x0c"
+TXT_DOCUMENTS = ("paragraph", "line", "file")
+
+
+def split_documents(lines: list[str], txt_document: str = "paragraph") -> list[tuple[int, list[str]]]:
+    """(first line number, the document's lines) of a plain text split into lines at "\\n" (line ends kept as
+    "\\r" where the file had "\\r\\n"): yunshan's `.txt` rule (copied from yunshan.data.records.txt_documents).
+    Paragraph: lines up to a blank or whitespace-only line; line: every non-blank line; file: everything.
+    `join_document` makes the text."""
+    if txt_document not in TXT_DOCUMENTS:
+        raise ValueError(f"txt_document must be one of {', '.join(TXT_DOCUMENTS)}, got {txt_document!r}")
+    if txt_document == "file":  # "".split("\n") is [""]: an empty file, no line and no document
+        return [(1, lines)] if lines not in ([], [""]) else []
+    documents, doc, first = [], [], 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip(_BLANK):
+            if doc and txt_document == "paragraph":
+                documents.append((first, doc))
+                doc = []
+            continue
+        if not doc:
+            first = number
+        doc.append(line)
+        if txt_document == "line":
+            documents.append((first, doc))
+            doc = []
+    if doc:
+        documents.append((first, doc))
+    return documents
+
+
+def join_document(lines: list[str]) -> str:
+    return "\n".join(lines).rstrip("\r\n")
+
+
+def _decode_lines(path: Path, data: bytes, on_invalid_utf8: str, stats: CorpusFileStats) -> list[str | None]:
+    """The file's lines; with on_invalid_utf8="skip", None for a line that is not UTF-8."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -50,18 +92,18 @@ def _decode_lines(path: Path, data: bytes, on_invalid_utf8: str, stats: CorpusFi
             raise ValueError(
                 f"{path}: line {line}: invalid UTF-8 at byte offset {err.start} ({err.reason}: "
                 f"{data[err.start:err.start + 4]!r}); convert the file to UTF-8, or pass --on-invalid-utf8 skip to "
-                "skip and count such lines") from None
-    lines = []
+                "skip and count such documents") from None
+    lines: list[str | None] = []
     for raw in data.split(b"\n"):
         try:
             lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
-            stats.skipped_invalid_utf8 += 1
+            lines.append(None)
     return lines
 
 
 def iter_documents(paths: list[str | Path], *, text_field: str = "text", on_invalid_utf8: str = "error",
-                   stats: CorpusStats | None = None) -> Iterator[str]:
+                   txt_document: str = "paragraph", stats: CorpusStats | None = None) -> Iterator[str]:
     """Yield the documents of every corpus file in order, filling `stats` as it goes."""
     if on_invalid_utf8 not in ("error", "skip"):
         raise ValueError(f"on_invalid_utf8={on_invalid_utf8!r}: valid values are 'error' and 'skip'")
@@ -78,40 +120,57 @@ def iter_documents(paths: list[str | Path], *, text_field: str = "text", on_inva
         file_stats = CorpusFileStats(str(path))
         stats.files.append(file_stats)
         lines = _decode_lines(path, data, on_invalid_utf8, file_stats)
-        jsonl = path.suffix.lower() in (".jsonl", ".ndjson")
-        for number, line in enumerate(lines, start=1):
-            if line.endswith("\r"):  # Windows line ends
-                line = line[:-1]
-            if not line.strip():
-                if line:
-                    file_stats.skipped_empty += 1
-                continue
-            if jsonl:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}: line {number}: not valid JSON ({err.msg} at column {err.colno})") \
-                        from None
-                if not isinstance(record, dict) or text_field not in record:
-                    keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-                    raise ValueError(f"{path}: line {number}: no {text_field!r} field (found {keys}); pass "
-                                     "--text-field NAME to read another field")
-                text = record[text_field]
-                if not isinstance(text, str):
-                    raise ValueError(f"{path}: line {number}: field {text_field!r} is {type(text).__name__}, "
-                                     "expected a string")
-                if not text.strip():
-                    file_stats.skipped_empty += 1
-                    continue
-            else:
-                text = line
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            documents = _jsonl_documents(path, lines, text_field, file_stats)
+        else:
+            documents = _text_documents(lines, txt_document, file_stats)
+        for text in documents:
             file_stats.documents += 1
             file_stats.characters += len(text)
             yield text
         if file_stats.documents == 0:
             raise ValueError(f"corpus file {path} has no non-empty documents"
-                             + (f" ({file_stats.skipped_invalid_utf8} lines skipped as invalid UTF-8)"
+                             + (f" ({file_stats.skipped_invalid_utf8} skipped as invalid UTF-8)"
                                 if file_stats.skipped_invalid_utf8 else ""))
+
+
+def _text_documents(lines: list[str | None], txt_document: str, stats: CorpusFileStats) -> Iterator[str]:
+    # A line that is not UTF-8 (None) sinks the document it belongs to, as in yunshan.data.records.
+    marked = ["\x00?" if line is None else line for line in lines]
+    for first, doc in split_documents(marked, txt_document):
+        if any(line is None for line in lines[first - 1:first - 1 + len(doc)]):
+            stats.skipped_invalid_utf8 += 1
+            continue
+        yield join_document(doc)
+
+
+def _jsonl_documents(path: Path, lines: list[str | None], text_field: str, stats: CorpusFileStats) -> Iterator[str]:
+    for number, line in enumerate(lines, start=1):
+        if line is None:
+            stats.skipped_invalid_utf8 += 1
+            continue
+        if line.endswith("\r"):  # Windows line ends
+            line = line[:-1]
+        if not line.strip():
+            if line:
+                stats.skipped_empty += 1
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: line {number}: not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict) or text_field not in record:
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise ValueError(f"{path}: line {number}: no {text_field!r} field (found {keys}); pass "
+                             "--text-field NAME to read another field")
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"{path}: line {number}: field {text_field!r} is {type(text).__name__}, "
+                             "expected a string")
+        if not text.strip():
+            stats.skipped_empty += 1
+            continue
+        yield text
 
 
 def count_words(documents: Iterator[str], base, stats: CorpusStats) -> Counter:

@@ -44,24 +44,35 @@ from .word_lists import build_merge_chains, load_word_list, resolve_word_lists
 REPORT_FILE = "yunshan_tokenizer_extension.json"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExtendArgs:
-    """Arguments of `yunshan tokenizer extend` (same names as the command-line flags)."""
+    """Arguments of `yunshan tokenizer extend` (same names as the command-line flags), and the `tokenizer_extension`
+    section of a `yunshan run` recipe (where the runner fills `base` and `out`)."""
 
-    base: str = field(metadata={"help": "base tokenizer: a folder with tokenizer.json, or a SentencePiece .model"})
-    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text, one "
-                                                "document per line"})
+    base: str = field(default="", metadata={
+        "help": "base tokenizer: a folder with tokenizer.json, or a SentencePiece .model"})
+    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text (see "
+                                                "txt_document)"})
     new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
-    out: str = field(metadata={"help": "output folder; written only if the whole extension succeeds"})
+    out: str = field(default="", metadata={"help": "output folder; written only if the whole extension succeeds"})
     words: list[str] = field(default_factory=list, metadata={
         "help": "word lists (one term per line) or builtin:finance / builtin:legal / builtin:all / builtin:NAME"})
     min_frequency: int = field(default=2, metadata={"help": "a pair must occur at least this often to be merged"})
     max_token_chars: int | None = field(default=16, metadata={
-        "help": "longest corpus token, in characters (word-list terms are exempt); None for no limit"})
+        "help": "longest corpus token, in characters (word-list terms are exempt); 0 or none for no limit"})
     text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl corpus files"})
+    txt_document: str = field(default="paragraph", metadata={
+        "help": "plain-text corpus files: one document per paragraph (blank-line separated), line or file: the same "
+                "rule as a continual-pretraining source's txt_document"})
     on_invalid_utf8: str = field(default="error", metadata={
         "help": "'error': stop at the first invalid UTF-8 line (file, line, byte offset); 'skip': skip and count"})
+    report_texts: list[str] = field(default_factory=list, metadata={
+        "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={"help": "replace an existing non-empty --out folder"})
+
+    def __post_init__(self):
+        if self.max_token_chars in (0, "0") or str(self.max_token_chars).lower() == "none":
+            self.max_token_chars = None
 
 
 @dataclass
@@ -77,6 +88,9 @@ class _Record:
 
 
 def _check_args(args: ExtendArgs) -> None:
+    for name in ("base", "out"):
+        if not getattr(args, name):
+            raise ValueError(f"--{name} is required: {_help(name)}")
     if not isinstance(args.new_tokens, int) or args.new_tokens < 0:
         raise ValueError(f"--new-tokens {args.new_tokens!r}: give a whole number >= 0")
     if args.min_frequency < 1:
@@ -88,6 +102,12 @@ def _check_args(args: ExtendArgs) -> None:
         raise ValueError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+
+
+def _help(name: str) -> str:
+    from dataclasses import fields
+
+    return next(f.metadata["help"] for f in fields(ExtendArgs) if f.name == name)
 
 
 def _token_chars(base: BaseTokenizer):
@@ -261,7 +281,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 
     stats = CorpusStats()
     documents = iter_documents(args.corpus, text_field=args.text_field, on_invalid_utf8=args.on_invalid_utf8,
-                               stats=stats)
+                               txt_document=args.txt_document, stats=stats)
     counter = count_words(documents, base, stats)
     counted = time.perf_counter()
     log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {stats.words:,} words "
@@ -364,7 +384,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         "terms": {"total": len(terms), "by_status": status_counts,
                   "not_added": [{"term": t.term, "status": t.status} for t in term_results
                                 if t.status not in ("added", "already_one_token")]},
-        "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite")},
+        "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite", "report_texts")},
         "notes": base.notes,
     }
     files[REPORT_FILE] = (json.dumps(report, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
@@ -375,6 +395,10 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     log(f"wrote {args.out}: vocabulary {base_size:,} -> {base_size + len(new_strings):,} "
         f"({from_word_lists} from word lists, {len(new_strings) - from_word_lists} from the corpus) "
         f"in {time.perf_counter() - started:.1f}s")
+    if args.report_texts:
+        from .report import compression_report
+
+        report["compression"] = compression_report([args.base, args.out], args.report_texts)
     return report
 
 

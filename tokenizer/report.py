@@ -5,7 +5,8 @@
 
 Compression rate as the PanGu-π paper defines it (Table 7; ../shared/docs/benchmarks.md): the sum of tokens over
 the sum of Unicode characters of the texts, no BOS or other special tokens added; lower is better. A `.jsonl` file
-gives one text per record ("text" field), any other file one text per non-empty line. Every tokenizer after the
+gives one text per record ("text" field), any other file one text per paragraph (yunshan's `.txt` rule,
+corpus.py). Every tokenizer after the
 first is compared with the first (token change in percent) and lists the tokens it has that the first lacks, most
 used first. Output: a markdown table on stdout and, with `--json`, the same numbers as JSON.
 """

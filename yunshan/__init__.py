@@ -1,7 +1,9 @@
 """yunshan: turn a general LLM into a finance and legal specialist the way PanGu-π built YunShan.
 
-Importing yunshan registers its architectures (PanGu-π, OTCE) with transformers' Auto classes; nothing else happens
-at import time.
+Importing yunshan registers its architectures (PanGu-π, OTCE) with transformers' Auto classes: at once when
+transformers is already imported, else the moment it is (yunshan.models.register_on_transformers_import), so
+`import yunshan` itself loads neither transformers nor torch and the `yunshan` command starts fast. The model
+classes are imported on first use (`yunshan.PanguPiConfig`). Nothing else happens at import time.
 """
 
 __version__ = "0.1.0"
@@ -13,15 +15,19 @@ import os as _os
 # before torch loads libgomp; an explicit value in the environment wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .models import (  # noqa: E402  (registers the Auto classes)
-    OtceConfig,
-    OtceForCausalLM,
-    OtceModel,
-    PanguPiConfig,
-    PanguPiForCausalLM,
-    PanguPiModel,
-)
+from .models import register_on_transformers_import as _register  # noqa: E402
 
-__all__ = [
-    "OtceConfig", "OtceForCausalLM", "OtceModel", "PanguPiConfig", "PanguPiForCausalLM", "PanguPiModel", "__version__",
-]
+_register()
+
+_MODEL_CLASSES = ("OtceConfig", "OtceForCausalLM", "OtceModel", "PanguPiConfig", "PanguPiForCausalLM", "PanguPiModel")
+
+
+def __getattr__(name: str):
+    if name in _MODEL_CLASSES:
+        from . import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [*_MODEL_CLASSES, "__version__"]

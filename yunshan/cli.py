@@ -4,7 +4,9 @@
     yunshan model info pangu-pi-7b
 
 Each subcommand lives in the module that owns its concern; that module defines `add_arguments(parser)` and
-`run(args) -> int` and keeps heavy imports inside `run`, so `yunshan --help` stays fast.
+`run(args) -> int` (flags come from the command's arguments dataclass, yunshan.flags). Only the module of the
+subcommand being run is imported, and `import yunshan` loads neither torch nor transformers, so `yunshan --help`
+answers at once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("yunshan.models.commands", "inspect PanGu-π and OTCE presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
-    "data": ("yunshan.data.convert", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
+    "data": ("yunshan.data_commands", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "export": ("yunshan.hub", "export a run or model folder for the Hub: safetensors, code, tokenizer, model card"),
     "push": ("yunshan.push", "upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or the login)"),
@@ -28,13 +30,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; the arguments of `commands` (default: all) are filled in, the others only listed."""
     from yunshan import __version__
 
     parser = argparse.ArgumentParser(prog="yunshan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"yunshan {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if commands is not None and name not in commands:
+            subparsers.add_parser(name, help=help_text, add_help=False)
+            continue
         module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=module.__doc__,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     # Never reach a model hub unless the user asked for it (set before HF libraries are imported).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The subcommand is the first word that is not an option (the top-level options take no values).
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser([chosen] if chosen in COMMANDS else [])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

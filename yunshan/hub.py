@@ -43,7 +43,8 @@ _UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MI
 
 @dataclass
 class ExportArgs(CardOptions):
-    """Settings of `yunshan export` (the card fields come from yunshan.model_card.CardOptions)."""
+    """Settings of `yunshan export` (the card fields come from yunshan.model_card.CardOptions), and the `export`
+    section of a `yunshan run` recipe (where the runner fills `source`, `out` and `overwrite`)."""
 
     source: str = field(default="", metadata={"help": "a `yunshan run` folder (run.json) or a model folder"})
     out: str = field(default="", metadata={"help": "folder to create (written only if the export succeeds)"})
@@ -60,31 +61,17 @@ class ExportArgs(CardOptions):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    flags = {"datasets": "--dataset", "tags": "--tag"}
-    metavars = {"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"}
-    order = {"source": 0, "out": 1}
-    for f in sorted(fields(ExportArgs), key=lambda f: order.get(f.name, 2)):  # stable: the rest as declared
-        help_text = f.metadata["help"]
-        if f.name == "source":
-            parser.add_argument("source", metavar="RUN_OR_MODEL", help=help_text)
-        elif f.type == "bool":
-            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
-                                default=f.default, help=help_text)
-        elif f.name in metavars:
-            default = f.default_factory()
-            parser.add_argument(flags.get(f.name, "--" + f.name), dest=f.name, nargs="+", action="extend",
-                                default=None, metavar=metavars[f.name],
-                                help=f"{help_text} (default: {' '.join(default) or 'none'})")
-        else:
-            parser.add_argument("--" + f.name.replace("_", "-"), default=f.default, required=f.name == "out",
-                                choices=list(DTYPES) if f.name == "dtype" else None, help=help_text)
+    from yunshan.flags import add_flags
+
+    add_flags(parser, ExportArgs, positional={"source": "RUN_OR_MODEL"}, required=("out",),
+              names={"datasets": "--dataset", "tags": "--tag"}, choices={"dtype": tuple(DTYPES)},
+              metavars={"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"})
 
 
 def run(args: argparse.Namespace) -> int:
-    options = {f.name: getattr(args, f.name) for f in fields(ExportArgs)}
-    for name in ("language", "datasets", "tags", "eval"):
-        if options[name] is None:
-            options[name] = next(f for f in fields(ExportArgs) if f.name == name).default_factory()
+    from yunshan.flags import from_flags
+
+    options = {f.name: getattr(from_flags(ExportArgs, args), f.name) for f in fields(ExportArgs)}
     source, out = options.pop("source"), options.pop("out")
     result = export_model(source, out, **options)
     print(f"exported {result['source_model']} -> {result['out']}")

@@ -8,14 +8,18 @@
 
 What the card is built from, and what it shows when a part is missing (every part is optional):
 
+Everything is read through yunshan.artifacts (typed RunManifest, DataReport, EvalResults); this module only
+renders. It knows no benchmark: the evaluation table and `model-index` show the headline metrics `yunshan eval`
+recorded with each result, whatever the task.
+
 | source | card section | when missing |
 |---|---|---|
-| run.json `stages` (name, status, seconds, summary) | Pipeline table | plain model folder: one row from its recipe.yaml / data_report.json, else a line saying no training record was found |
+| run.json stages (name, status, seconds, summary) | Pipeline table | plain model folder: one row from its data_report.json (its kind), else a line saying no training record was found |
 | run.json `base_model`, `--base-model` | `base_model` front matter, intro | omitted from the front matter when it is not a Hub id (a local folder is named in the body instead) |
 | cpt stage `data_report.json` + `recipe.yaml` | Continual-pretraining tokens per source | "not recorded" |
 | sft stage `data_report.json` + `recipe.yaml` | SFT samples and tokens per source | "not recorded" |
 | tokenizer stage `report.json` | Tokenizer: vocabulary sizes, tokens per character before/after | section left out |
-| eval stages' `results.json` (`eval_before`, `eval_after`), `--eval FILE` | Evaluation table and `model-index` | no `model-index`; the section says how to add results |
+| eval stages' `results.json` (`eval_before`, `eval_after`), `--eval FILE` | Evaluation table and `model-index` (the recorded headline metrics) | no `model-index`; the section says how to add results |
 
 Only results recorded for exactly the exported weights go into `model-index`: `yunshan eval` stores a sha256 over
 the model folder's files, and the card compares it with the folder being exported. Results measured on the bundled
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from yunshan.artifacts import DataReport, EvalResults, Metric, RunManifest, StageRecord
 
 # Hub license identifiers (https://huggingface.co/docs/hub/repositories-licenses). The Hub rejects others;
 # any other license is `other` with license_name and license_link.
@@ -49,16 +55,6 @@ REPO_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9](?
 HF_CACHE_SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
 LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})?$")
 
-# Benchmarks as `yunshan eval` names them: display name, model-index dataset type (a Hub dataset id only where the
-# benchmark's own release is on the Hub), metric.
-BENCHMARKS = {
-    "fineval": ("FinEval", "fineval", "accuracy"),
-    "ceval": ("C-Eval", "ceval/ceval-exam", "accuracy"),
-    "financeiq": ("FinanceIQ", "financeiq", "accuracy"),
-    "cmmlu": ("CMMLU", "haonan-li/cmmlu", "accuracy"),
-    "lawbench": ("LawBench", "lawbench", "score"),
-    "jecqa": ("JEC-QA", "jec-qa", "accuracy"),
-}
 STAGE_WHAT = {
     "base": "base model",
     "tokenizer": "vocabulary extension",
@@ -94,11 +90,20 @@ class EvalColumn:
     """One evaluated model: a column of the evaluation table."""
 
     label: str
-    results: dict  # task label -> {"format", "path", "result"}
+    metrics: dict[str, Metric]  # metric key -> the headline metric `yunshan eval` recorded
     this_model: bool = False
     verified: bool = False  # results.json's sha256 equals the exported folder's
     stale: bool = False  # recorded for the final model's stage but for other files than the exported ones
     source: str = ""
+
+
+@dataclass
+class TrainingRecord:
+    """A training stage's output folder: its data report and the sources its recipe named."""
+
+    report: DataReport | None
+    sources: list[dict]
+    recipe: dict | None
 
 
 @dataclass
@@ -108,14 +113,14 @@ class Provenance:
     source: Path
     model_dir: Path
     run_dir: Path | None = None
-    manifest: dict | None = None
+    manifest: RunManifest | None = None
     name: str = "model"
     base_model: str | None = None  # path or id as recorded
     base_model_id: str | None = None  # Hub id, when known
     stand_in_base: bool = False
-    stages: list[dict] = field(default_factory=list)
-    cpt: dict | None = None  # {"report": data_report.json, "sources": recipe data.sources}
-    sft: dict | None = None
+    stages: list[StageRecord] = field(default_factory=list)
+    cpt: TrainingRecord | None = None
+    sft: TrainingRecord | None = None
     tokenizer_report: dict | None = None
     evals: list[EvalColumn] = field(default_factory=list)
     recipe_path: Path | None = None
@@ -158,20 +163,13 @@ def hub_id_of(base: str | None) -> str | None:
     return None
 
 
-def _stage_kind(entry: dict) -> str:
-    kind = entry.get("kind")
-    if kind:
-        return kind
-    name = entry.get("name", "")
-    return "eval" if name.startswith("eval") else name
+def _kind(stage: StageRecord) -> str:
+    """What a stage did, from its name (eval_before and eval_after are both evaluations)."""
+    return "eval" if stage.name.startswith("eval") else stage.name
 
 
-def _stage_list(manifest: dict) -> list[dict]:
-    """run.json stages as a list of dicts with a name, whether stored as a list or as a name -> entry mapping."""
-    stages = manifest.get("stages") or manifest.get("stage_list") or []
-    if isinstance(stages, dict):
-        return [{"name": name, **entry} for name, entry in stages.items()]
-    return [dict(s) for s in stages if isinstance(s, dict)]
+def _done(stage: StageRecord) -> bool:
+    return stage.status == "complete"
 
 
 def _resolve_in_run(run_dir: Path, recorded: str | None) -> Path | None:
@@ -185,52 +183,46 @@ def _resolve_in_run(run_dir: Path, recorded: str | None) -> Path | None:
     return None
 
 
-def _training_record(folder: Path) -> tuple[str | None, dict | None]:
-    """("cpt" | "sft" | None, {"report", "sources", "recipe"}) from a training output folder."""
-    report = _read_json(folder / "data_report.json")
+def _training_record(folder: Path) -> TrainingRecord | None:
+    """The data report (which says whether the folder is a cpt or an sft output) and recipe of a training folder."""
+    report = None
+    if (folder / DataReport.FILE).is_file():
+        try:
+            report = DataReport.read(folder)
+        except ValueError:
+            report = None  # written by an older yunshan, without its kind: shown as not recorded
     recipe = _read_yaml(folder / "recipe.yaml")
     if report is None and recipe is None:
-        return None, None
-    kind = None
-    if report is not None:
-        kind = "cpt" if "tokens_trained" in report else "sft" if "samples" in report else None
+        return None
     sources = ((recipe or {}).get("data") or {}).get("sources") or []
-    if kind is None and sources:
-        kind = "sft" if any("format" in s and s.get("format") in ("alpaca", "sharegpt", "messages", "ceval", "jecqa")
-                            for s in sources if isinstance(s, dict)) else "cpt"
-    return kind, {"report": report, "sources": [s for s in sources if isinstance(s, dict)], "recipe": recipe}
+    return TrainingRecord(report, [s for s in sources if isinstance(s, dict)], recipe)
 
 
 def _eval_columns(results_path: Path, label: str, model_dir: Path, model_hash: str | None,
                   final_stage: bool) -> list[EvalColumn]:
     """One column per model of a `yunshan eval` results.json; marks the exported model's column."""
-    report = _read_json(results_path)
-    if not report or not isinstance(report.get("tasks"), dict):
+    try:
+        results = EvalResults.read(results_path)
+    except ValueError:
         return []
-    models = report.get("models") or {}
-    names = list(models) or sorted({m for t in report["tasks"].values() for m in (t.get("results") or {})})
+    names = list(results.models) or sorted({m for t in results.tasks.values() for m in t.results})
     columns = []
     for name in names:
-        info = models.get(name, {})
-        recorded = info.get("sha256")
+        info = results.models.get(name)
+        recorded = info.sha256 if info else None
         same_path = False
-        if info.get("path"):
+        if info and info.path:
             try:
-                same_path = Path(info["path"]).resolve() == model_dir.resolve()
+                same_path = Path(info.path).resolve() == model_dir.resolve()
             except OSError:
                 same_path = False
         verified = bool(recorded) and recorded == model_hash
         # A results.json with hashes tells exactly which weights were scored; without one, fall back to the path.
         this_model = verified or (not recorded and same_path)
         stale = bool(recorded) and not verified and (same_path or final_stage)
-        tasks = {}
-        for task, entry in report["tasks"].items():
-            result = (entry.get("results") or {}).get(name)
-            if result is not None:
-                tasks[task] = {"format": entry.get("format") or result.get("format"), "path": entry.get("path"),
-                               "result": result}
+        metrics = {m.key: m for task in results.tasks.values() for m in task.metrics.get(name, [])}
         column_label = label if len(names) == 1 else f"{label}: {name}"
-        columns.append(EvalColumn(column_label, tasks, this_model=this_model and not stale, verified=verified,
+        columns.append(EvalColumn(column_label, metrics, this_model=this_model and not stale, verified=verified,
                                   stale=stale, source=str(results_path)))
     return columns
 
@@ -249,56 +241,51 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
     src = Path(source)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: no such folder (give a `yunshan run` folder or a model folder)")
-    manifest_path = src / "run.json"
+    manifest_path = src / RunManifest.FILE
     prov = Provenance(source=src, model_dir=src, name=src.resolve().name)
     if manifest_path.is_file():
-        manifest = _read_json(manifest_path)
-        if manifest is None:
-            raise ValueError(f"{manifest_path}: not valid JSON")
+        manifest = RunManifest.read(manifest_path)
         prov.run_dir, prov.manifest = src, manifest
-        prov.name = manifest.get("name") or prov.name
-        prov.yunshan_version = manifest.get("yunshan_version")
-        prov.stages = _stage_list(manifest)
-        final = _resolve_in_run(src, manifest.get("final_model"))
+        prov.name = manifest.name or prov.name
+        prov.yunshan_version = manifest.yunshan_version
+        prov.stages = list(manifest.stages)
+        final = _resolve_in_run(src, manifest.final_model)
         if final is None:
-            raise FileNotFoundError(f"{manifest_path}: field final_model={manifest.get('final_model')!r} is not a "
+            raise FileNotFoundError(f"{manifest_path}: field final_model={manifest.final_model!r} is not a "
                                     "folder; finish the run (yunshan run RECIPE) before exporting")
         prov.model_dir = final
-        for entry in prov.stages:
-            out = _resolve_in_run(src, entry.get("output"))
-            if out is not None and out.resolve() == final.resolve() and entry.get("status") not in (None, "complete"):
-                raise ValueError(f"{manifest_path}: stage {entry['name']} (the final model, {entry.get('output')}) "
-                                 f"has status {entry.get('status')!r}, not 'complete'; finish it before exporting")
-        prov.base_model = manifest.get("base_model")
+        for stage in prov.stages:
+            out = _resolve_in_run(src, stage.output)
+            if out is not None and out.resolve() == final.resolve() and not _done(stage):
+                raise ValueError(f"{manifest_path}: stage {stage.name} (the final model, {stage.output}) "
+                                 f"has status {stage.status!r}, not 'complete'; finish it before exporting")
+        prov.base_model = manifest.base_model
         base_dir = _resolve_in_run(src, prov.base_model)
-        prov.stand_in_base = any(_stage_kind(s) == "base" for s in prov.stages) or bool(
+        prov.stand_in_base = any(_kind(s) == "base" for s in prov.stages) or bool(
             base_dir and (base_dir / "STAND_IN_BASE.md").is_file())
         if (src / "recipe.yaml").is_file():
             prov.recipe_path = src / "recipe.yaml"
-        for entry in prov.stages:
-            kind = _stage_kind(entry)
-            out = _resolve_in_run(src, entry.get("output"))
-            if out is None or entry.get("status") not in (None, "complete"):
+        for stage in prov.stages:
+            kind = _kind(stage)
+            out = _resolve_in_run(src, stage.output)
+            if out is None or not _done(stage):
                 continue
             if kind in ("cpt", "sft"):
-                _, record = _training_record(out)
-                if record:
-                    setattr(prov, kind, record)
+                setattr(prov, kind, _training_record(out))
             elif kind == "tokenizer":
                 prov.tokenizer_report = _read_json(out / "report.json")
     else:
-        kind, record = _training_record(src)
-        if kind in ("cpt", "sft"):
+        record = _training_record(src)
+        kind = record.report.kind if record and record.report else None  # the data report says what made it
+        if kind is not None:
             setattr(prov, kind, record)
-            model_args = ((record or {}).get("recipe") or {}).get("model") or {}
+            model_args = (record.recipe or {}).get("model") or {}
             prov.base_model = model_args.get("name_or_path") or (
                 f"PanGu-π preset {model_args['preset']!r} (trained from scratch)" if model_args.get("preset") else None)
-            report = (record or {}).get("report") or {}
-            summary = {"steps": report.get("steps")}
-            summary.update({"tokens": report.get("tokens_trained")} if kind == "cpt" else
-                           {"samples": report.get("samples")})
-            prov.stages = [{"name": kind, "status": "complete", "output": ".",
-                            "summary": {k: v for k, v in summary.items() if v is not None}}]
+            report = record.report
+            summary = {"steps": report.steps, "tokens": report.tokens_trained, "samples": report.samples}
+            prov.stages = [StageRecord(name=kind, status="complete", output=".",
+                                       summary={k: v for k, v in summary.items() if v is not None})]
         if (src / "recipe.yaml").is_file():
             prov.recipe_path = src / "recipe.yaml"
     model_dir = prov.model_dir
@@ -318,13 +305,13 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
 
     # Evaluation results: the run's eval stages in order, then any --eval files.
     result_files: list[tuple[Path, str, bool]] = []
-    for entry in prov.stages:
-        if _stage_kind(entry) != "eval" or entry.get("status") not in (None, "complete") or prov.run_dir is None:
+    for stage in prov.stages:
+        if _kind(stage) != "eval" or not _done(stage) or prov.run_dir is None:
             continue
-        out = _resolve_in_run(prov.run_dir, entry.get("output"))
-        if out is not None and (out / "results.json").is_file():
-            label = entry["name"].removeprefix("eval_").removeprefix("eval") or entry["name"]
-            result_files.append((out / "results.json", label, entry["name"] == "eval_after"))
+        out = _resolve_in_run(prov.run_dir, stage.output)
+        if out is not None and (out / EvalResults.FILE).is_file():
+            label = stage.name.removeprefix("eval_").removeprefix("eval") or stage.name
+            result_files.append((out / EvalResults.FILE, label, stage.name == "eval_after"))
     for spec in eval_files or []:
         path = Path(spec)
         path = path / "results.json" if path.is_dir() else path
@@ -343,84 +330,8 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
     return prov
 
 
-# ---------------------------------------------------------------- metrics
-
-
-@dataclass
-class Metric:
-    key: str
-    benchmark: str
-    metric: str
-    value: float
-    lower_is_better: bool = False
-    detail: str = ""
-    sample: bool = False
-    eval_result: dict | None = None  # kwargs of huggingface_hub.EvalResult for model-index
-
-
-def _is_sample(path: str | None) -> bool:
-    """Whether a data path lies in the sample data shipped with yunshan (yunshan.samples)."""
-    if not path:
-        return False
-    try:
-        from yunshan.samples import sample_data_dir
-
-        root = Path(sample_data_dir()).resolve()
-        return Path(path).resolve().is_relative_to(root)
-    except (ImportError, OSError, ValueError):
-        return False
-
-
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
-
-
-def metrics_of(task: str, entry: dict) -> list[Metric]:
-    """The headline numbers of one task result of `yunshan eval` (one per benchmark, one per held-out text)."""
-    fmt, res = entry.get("format"), entry["result"]
-    out = []
-    if fmt in ("ceval", "cmmlu", "jecqa", "lawbench") and res.get("overall") is not None:
-        display, dataset_type, metric = BENCHMARKS.get(task, (task, task, "accuracy"))
-        sample = _is_sample(entry.get("path"))
-        bits = []
-        if res.get("split"):
-            bits.append(f"{res['split']} split")
-        if res.get("shots") is not None:
-            bits.append(f"{res['shots']}-shot")
-        if res.get("mode"):
-            bits.append("answer likelihood" if res["mode"] == "loglik" else "generated answer")
-        if res.get("limit"):
-            bits.append(f"first {res['limit']} per {'subject' if fmt in ('ceval', 'cmmlu') else 'task'}")
-        if res.get("n"):
-            bits.append(f"{res['n']:,} questions")
-        name = f"{display} format, yunshan sample set" if sample else display
-        metric_name = f"{metric} ({res['shots']}-shot)" if res.get("shots") is not None else metric
-        unit = " (%)" if metric == "accuracy" else ""
-        out.append(Metric(f"{task}/{metric}", name, f"{metric}{unit}", float(res["overall"]), detail=", ".join(bits),
-                          sample=sample, eval_result=dict(
-                              task_type="text-generation", task_name="Text Generation",
-                              dataset_type=f"yunshan-samples/{task}" if sample else dataset_type,
-                              dataset_name=name, dataset_split=res.get("split"), metric_type=metric,
-                              metric_name=metric_name, metric_value=round(float(res["overall"]), 2))))
-    elif fmt == "bpc":
-        for label, f in (res.get("files") or {}).items():
-            if f.get("bpc") is None:
-                continue
-            sample = _is_sample(f.get("path"))
-            where = Path(f["path"]).name if f.get("path") else label
-            name = f"held-out {label} text" + (" (yunshan sample)" if sample else "")
-            out.append(Metric(f"bpc/{label}", name, "bits per character ↓", float(f["bpc"]), lower_is_better=True,
-                              detail=f"{where}, {f.get('chars', 0):,} characters", sample=sample, eval_result=dict(
-                                  task_type="text-generation", task_name="Text Generation",
-                                  dataset_type=f"yunshan-heldout-{label}", dataset_name=name,
-                                  metric_type="bits_per_character", metric_name="bits per character",
-                                  metric_value=round(float(f["bpc"]), 4))))
-    elif fmt == "compression":
-        for label, f in (res.get("files") or {}).items():
-            if f.get("tokens_per_char") is not None:
-                out.append(Metric(f"compression/{label}", f"tokens per character, {label}", "tokens/char ↓",
-                                  float(f["tokens_per_char"]), lower_is_better=True, sample=_is_sample(f.get("path"))))
-    return out
 
 
 # ---------------------------------------------------------------- the card
@@ -455,7 +366,7 @@ def training_datasets(prov: Provenance) -> list[str]:
     """Hub dataset ids named by the training sources (local files are not Hub datasets)."""
     ids = []
     for record in (prov.cpt, prov.sft):
-        for s in (record or {}).get("sources", []):
+        for s in record.sources if record else []:
             ds = s.get("dataset")
             # `dataset` is a load_dataset name or a save_to_disk folder; only the former is a Hub dataset.
             local = prov.run_dir is not None and (prov.run_dir / str(ds)).exists()
@@ -563,13 +474,12 @@ def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts)
     base_id = options.base_model or prov.base_model_id
 
     # Evaluation: columns, metrics per column, the exported model's metrics for model-index.
-    columns = [(c, {m.key: m for task, entry in c.results.items() for m in metrics_of(task, entry)})
-               for c in prov.evals]
+    columns = [(c, c.metrics) for c in prov.evals]
     mine = next((metrics for c, metrics in columns if c.this_model), None)
     eval_results = [EvalResult(**m.eval_result) for m in (mine or {}).values() if m.eval_result]
 
     tags = ["yunshan", "finance", "legal", facts.model_type, "text-generation"]
-    kinds = {_stage_kind(s) for s in prov.stages if s.get("status") in (None, "complete")}
+    kinds = {_kind(s) for s in prov.stages if _done(s)}
     if "cpt" in kinds or prov.cpt:
         tags.append("continual-pretraining")
     if "sft" in kinds or prov.sft:
@@ -630,19 +540,19 @@ def _installed_version() -> str:
 
 
 def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[str]:
-    kinds = [(_stage_kind(s), s) for s in prov.stages if s.get("status") in (None, "complete")]
+    kinds = [(_kind(s), s) for s in prov.stages if _done(s)]
     steps = []
     for kind, s in kinds:
-        summary = s.get("summary") or {}
+        summary = s.summary or {}
         if kind == "tokenizer":
             new = summary.get("new_tokens")
             steps.append("extended the vocabulary" + (f" by {new:,} domain tokens" if isinstance(new, int) else ""))
         elif kind == "cpt":
-            tokens = ((prov.cpt or {}).get("report") or {}).get("tokens_trained") or summary.get("tokens")
+            tokens = (prov.cpt and prov.cpt.report and prov.cpt.report.tokens_trained) or summary.get("tokens")
             steps.append("continued pretraining" + (f" on {tokens:,} tokens" if isinstance(tokens, int) else "")
                          + " of domain text mixed with replayed general text")
         elif kind == "sft":
-            samples = ((prov.sft or {}).get("report") or {}).get("samples") or summary.get("samples")
+            samples = (prov.sft and prov.sft.report and prov.sft.report.samples) or summary.get("samples")
             steps.append("tuned on" + (f" {samples:,}" if isinstance(samples, int) else "")
                          + " general and domain instructions in one stage")
     base = f"[{base_id}](https://huggingface.co/{base_id})" if base_id else (
@@ -657,7 +567,7 @@ def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[st
         lines += ["> **Demo model.** The base is a stand-in trained by `yunshan run` on the bundled general sample "
                   "text (no base model could be downloaded where it ran). It shows the pipeline, not a useful model.",
                   ""]
-    if any(m.sample for c in prov.evals for task, entry in c.results.items() for m in metrics_of(task, entry)):
+    if any(m.sample for c in prov.evals for m in c.metrics.values()):
         lines += ["> **Sample evaluation sets.** Some results below were measured on yunshan's bundled sample sets "
                   "(synthetic questions in the benchmarks' formats), not on the released benchmarks; they are "
                   "labelled as such and are not comparable with published scores.", ""]
@@ -686,22 +596,22 @@ def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> l
 
 def _pipeline(prov: Provenance) -> list[str]:
     lines = ["## Pipeline", ""]
-    stages = [s for s in prov.stages if _stage_kind(s) not in ("export", "push")]
+    stages = [s for s in prov.stages if _kind(s) not in ("export", "push")]
     if not stages:
         return lines + ["No training record (run.json, recipe.yaml, data_report.json) was found beside the weights.",
                         ""]
-    show_status = any(s.get("status") not in (None, "complete") for s in stages)
+    show_status = any(not _done(s) for s in stages)
     head = "| stage | what | time | result |" + (" status |" if show_status else "")
     lines += [head, "|---|---|---:|---|" + ("---|" if show_status else "")]
     for s in stages:
-        kind = _stage_kind(s)
-        summary = s.get("summary") or {}
+        kind = _kind(s)
+        summary = s.summary or {}
         what = STAGE_WHAT.get(kind, kind)
         if kind == "base" and prov.stand_in_base:
             what = "stand-in base: tokenizer and pretraining on general sample text"
         elif kind == "eval":
-            what = "evaluation of the " + ("base model" if "before" in s["name"] else "final model"
-                                           if "after" in s["name"] else "model")
+            what = "evaluation of the " + ("base model" if "before" in s.name else "final model"
+                                           if "after" in s.name else "model")
         result = []
         if summary.get("tokens") is not None:
             result.append(f"{summary['tokens']:,} tokens")
@@ -714,60 +624,58 @@ def _pipeline(prov: Provenance) -> list[str]:
         if summary.get("new_tokens") is not None:
             result.append(f"vocabulary {summary.get('base_vocab', '?'):,} → {summary.get('new_vocab', '?'):,} "
                           f"(+{summary['new_tokens']:,})")
-        row = f"| {s['name']} | {_md(what)} | {_seconds(s.get('seconds'))} | {_md(', '.join(result))} |"
-        lines.append(row + (f" {s.get('status', '')} |" if show_status else ""))
+        row = f"| {s.name} | {_md(what)} | {_seconds(s.seconds)} | {_md(', '.join(result))} |"
+        lines.append(row + (f" {s.status} |" if show_status else ""))
     return lines + [""]
 
 
 def _data(prov: Provenance) -> list[str]:
     lines = ["## Training data", ""]
-    cpt_report = (prov.cpt or {}).get("report")
+    cpt = prov.cpt.report if prov.cpt else None
     lines += ["### Continual pretraining: tokens per source", ""]
-    if cpt_report and cpt_report.get("sources"):
-        defs = {s.get("name"): s for s in (prov.cpt or {}).get("sources", [])}
-        drops = any(_dropped(s) for s in cpt_report["sources"].values())
+    if cpt and cpt.sources:
+        defs = {s.get("name"): s for s in prov.cpt.sources}
+        drops = any(_dropped(s.dropped) for s in cpt.sources.values())
         lines += ["| source | data | weight | tokens trained | share |" + (" documents dropped |" if drops else ""),
                   "|---|---|---:|---:|---:|" + ("---:|" if drops else "")]
-        for name, s in cpt_report["sources"].items():
-            lines.append(f"| {_md(name)} | {_md(_source_data(defs.get(name, s)))} | {_fmt(s.get('weight'), 3)} | "
-                         f"{s.get('tokens_trained', 0):,} | {100 * (s.get('token_share') or 0):.2f}% |"
-                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
-        lines += ["", f"{cpt_report.get('tokens_trained', 0):,} tokens in {cpt_report.get('steps', 0):,} steps of "
-                      f"{cpt_report.get('tokens_per_step', 0):,} tokens (sequences of {cpt_report.get('seq_len')} "
-                      "tokens); shares are exact counts of the tokens trained on.", ""]
+        for name, s in cpt.sources.items():
+            data = _source_data(defs.get(name, {"path": s.path}))
+            lines.append(f"| {_md(name)} | {_md(data)} | {_fmt(s.weight, 3)} | {s.tokens_trained:,} | "
+                         f"{100 * (s.token_share or 0):.2f}% |" + (f" {_md(_dropped_text(s.dropped))} |" if drops else ""))
+        lines += ["", f"{cpt.tokens_trained or 0:,} tokens in {cpt.steps or 0:,} steps of {cpt.tokens_per_step or 0:,} "
+                      f"tokens (sequences of {cpt.seq_len} tokens); shares are exact counts of the tokens trained on.",
+                  ""]
     else:
         lines += ["Not recorded (no continual-pretraining data report).", ""]
-    sft_report = (prov.sft or {}).get("report")
+    sft = prov.sft.report if prov.sft else None
     lines += ["### Supervised fine-tuning: samples per source", ""]
-    if sft_report and sft_report.get("sources"):
-        defs = {s.get("name"): s for s in (prov.sft or {}).get("sources", [])}
-        drops = any(_dropped(s) for s in sft_report["sources"].values())
+    if sft and sft.sources:
+        defs = {s.get("name"): s for s in prov.sft.sources}
+        drops = any(_dropped(s.dropped) for s in sft.sources.values())
         lines += ["| source | data | format | samples | tokens | trained tokens | share of samples |"
                   + (" dropped |" if drops else ""), "|---|---|---|---:|---:|---:|---:|" + ("---:|" if drops else "")]
-        for name, s in sft_report["sources"].items():
+        for name, s in sft.sources.items():
             d = defs.get(name, {})
             lines.append(f"| {_md(name)} | {_md(_source_data(d))} | {_md(d.get('format', '–'))} | "
-                         f"{s.get('samples', 0):,} | {s.get('tokens', 0):,} | {s.get('trained_tokens', 0):,} | "
-                         f"{100 * (s.get('share_of_samples') or 0):.2f}% |"
-                         + (f" {_md(_dropped_text(s))} |" if drops else ""))
-        lines += ["", f"The SFT set: {sft_report.get('samples', 0):,} samples shuffled into one training set"
-                      + (", best-fit packed" if sft_report.get("packing") else "")
+                         f"{s.samples:,} | {s.tokens:,} | {s.trained_tokens:,} | {100 * (s.share_of_samples or 0):.2f}% |"
+                         + (f" {_md(_dropped_text(s.dropped))} |" if drops else ""))
+        lines += ["", f"The SFT set: {sft.samples or 0:,} samples shuffled into one training set"
+                      + (", best-fit packed" if sft.packing else "")
                       + "; loss on assistant tokens only"
-                      + (f"; trained for {sft_report['steps']:,} steps" if sft_report.get("steps") else "")
+                      + (f"; trained for {sft.steps:,} steps" if sft.steps else "")
                       + ". Tokens are per pass over the set.", ""]
     else:
         lines += ["Not recorded (no SFT data report).", ""]
     return lines
 
 
-def _dropped(source: dict) -> int:
-    dropped = source.get("dropped") or {}
-    return sum(v for v in dropped.values() if isinstance(v, int)) if isinstance(dropped, dict) else 0
+def _dropped(dropped: dict) -> int:
+    return sum(v for v in (dropped or {}).values() if isinstance(v, int))
 
 
-def _dropped_text(source: dict) -> str:
+def _dropped_text(dropped: dict) -> str:
     """'12 (too_long 10, bad_json 2)': records left out, by the reason the data reader gave."""
-    dropped = {k: v for k, v in (source.get("dropped") or {}).items() if isinstance(v, int) and v}
+    dropped = {k: v for k, v in (dropped or {}).items() if isinstance(v, int) and v}
     if not dropped:
         return "0"
     return f"{sum(dropped.values()):,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) + ")"

@@ -36,12 +36,14 @@ class PushError(ValueError):
 
 @dataclass
 class PushArgs:
-    """Settings of `yunshan push`."""
+    """Settings of `yunshan push`, and the `push` section of a `yunshan run` recipe (where the runner fills
+    `folder`)."""
 
     folder: str = field(default="", metadata={"help": "a folder written by `yunshan export`"})
     repo_id: str = field(default="", metadata={"help": "ORG/NAME of the model repository (created if missing)"})
-    private: bool = field(default=False, metadata={"help": "create the repository private (an existing repository "
-                                                           "keeps its visibility)"})
+    private: bool = field(default=True, metadata={
+        "help": "create the repository private, --no-private for public (an existing repository keeps its "
+                "visibility); private by default so that nothing is published by accident"})
     revision: str | None = field(default=None, metadata={"help": "branch to commit to (created from main if "
                                                                  "missing); default main"})
     create_pr: bool = field(default=False, metadata={"help": "open a pull request against main instead of "
@@ -53,19 +55,15 @@ class PushArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for f in fields(PushArgs):
-        help_text = f.metadata["help"]
-        if f.name == "folder":
-            parser.add_argument("folder", metavar="DIR", help=help_text)
-        elif f.type == "bool":
-            parser.add_argument("--" + f.name.replace("_", "-"), action="store_true", help=help_text)
-        else:
-            parser.add_argument("--" + f.name.replace("_", "-"), default=f.default, required=f.name == "repo_id",
-                                help=help_text)
+    from yunshan.flags import add_flags
+
+    add_flags(parser, PushArgs, positional={"folder": "DIR"}, required=("repo_id",))
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = {f.name: getattr(args, f.name) for f in fields(PushArgs)}
+    from yunshan.flags import from_flags
+
+    settings = {f.name: getattr(from_flags(PushArgs, args), f.name) for f in fields(PushArgs)}
     result = push_folder(settings.pop("folder"), settings.pop("repo_id"), **settings)
     where = result["pr_url"] or f"{result['repo_url']} ({result['revision']})"
     print(f"pushed {len(result['files'])} files ({result['bytes']:,} bytes) to {where}: commit {result['commit_oid']}")
@@ -160,7 +158,7 @@ def _explain(step: str, repo_id: str, endpoint: str, err: BaseException, token: 
     return PushError(_scrub(f"push to {repo_id}: {step} failed: {type(err).__name__}: {err}", token))
 
 
-def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = False, revision: str | None = None,
+def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True, revision: str | None = None,
                 create_pr: bool = False, commit_message: str | None = None, endpoint: str | None = None,
                 token: str | None = None) -> dict:
     """Upload `folder` to the model repository `repo_id` in one commit (see the module docstring).

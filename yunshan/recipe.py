@@ -1,12 +1,19 @@
-"""Recipes: YAML files loaded into dataclasses, with dotted command-line overrides.
+"""The recipe loader: YAML files into dataclasses, with ${variables} and dotted command-line overrides.
 
-    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml training.learning_rate=1e-4 data.seq_len=2048
+    yunshan cpt --config recipes/pangu-pi-7b_cpt_full.yaml training.learning_rate=1e-4 data.seq_len=2048
 
-A recipe is a tree of `*Args` dataclasses. Loading checks every key against the dataclass fields: an unknown key
-is rejected by its full dotted path with the file and line and the valid keys listed; a value of the wrong type
-names the path, line, expected type and the value. Overrides use the same dotted paths; list items are addressed
-by index (`data.sources.0.weight=0.3`) or, for lists of named items, by name (`data.sources.finance.weight=0.3`).
-The resolved recipe (after overrides and defaults) is saved beside every run's weights.
+A recipe is a tree of `*Args` dataclasses, each defined beside the stage that reads it (yunshan.training.cpt.CptArgs,
+yunshan.training.sft.SftArgs, yunshan.pipeline.PipelineRecipe, ...); this module knows none of them. Loading checks
+every key against the dataclass fields: an unknown key is rejected by its full dotted path with the file and line
+and the valid keys listed; a value of the wrong type names the path, line, expected type and the value. Overrides use
+the same dotted paths; list items are addressed by index (`data.sources.0.weight=0.3`) or, for lists of named items,
+by name (`data.sources.finance.weight=0.3`).
+
+Two conventions serve the pipeline's optional sections (`X | None`, such as `push`): `enabled: false` (or null)
+in such a section leaves it out and `enabled: true` keeps it, so a stage is switched on and off with one key. A
+recipe class may name keys its users must not set (`RESERVED_KEYS`: dotted path -> why), such as the paths
+`yunshan run` fills itself; setting one is an error naming the file and line. The resolved recipe is written beside
+every run's outputs by yunshan.artifacts.write_recipe.
 """
 
 from __future__ import annotations
@@ -135,6 +142,12 @@ class _Builder:
         origin = typing.get_origin(tp)
         if origin in (typing.Union, types.UnionType):
             options = typing.get_args(tp)
+            if type(None) in options and isinstance(value, dict) and "enabled" in value:
+                # An optional section switched with `enabled` (when the section has no field of that name).
+                section = next((o for o in options if dataclasses.is_dataclass(o)), None)
+                if section is not None and "enabled" not in {f.name for f in dataclasses.fields(section)}:
+                    enabled = self.convert(bool, value["enabled"], _join(path, "enabled"))
+                    value = {k: v for k, v in value.items() if k != "enabled"} if enabled else None
             if value is None and type(None) in options:
                 return None
             errors = []
@@ -261,6 +274,12 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
         apply_override(data, key, value)
         lines[key] = 0  # an overridden value comes from the command line, not the file
     builder = _Builder(filename, lines)
+    for dotted, why in getattr(cls, "RESERVED_KEYS", {}).items():
+        node = data
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None:
+            builder.fail(dotted, why)
     data = expand_variables(data, path_variables(Path(path).parent if path is not None else Path.cwd()), builder)
     return builder.build(cls, data, "")
 
@@ -301,18 +320,9 @@ def expand_variables(data, variables: dict[str, str], builder=None, path: str = 
     return data
 
 
-def recipe_to_dict(recipe) -> dict:
-    return dataclasses.asdict(recipe)
-
-
-def save_recipe(recipe, path: str | Path, header: str | None = None) -> None:
-    """Write the resolved recipe (every field, defaults included) as YAML."""
-    text = yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, allow_unicode=True)
-    Path(path).write_text((f"# {header}\n" if header else "") + text, encoding="utf-8")
-
-
 def describe(cls, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, type, help) for every field: for `--help-recipe` listings and docs."""
+    """(dotted key, type, help) for every setting of a recipe class, sections included (a test checks that every
+    setting has help)."""
     rows = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -321,319 +331,10 @@ def describe(cls, prefix: str = "") -> list[tuple[str, str, str]]:
         if dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, key))
             continue
-        args = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
         rows.append((key, _type_name(tp), f.metadata.get("help", "")))
-        if typing.get_origin(tp) is list and args:
-            rows.extend(describe(args[0], key + ".N"))
+        inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+        if inner and typing.get_origin(tp) is list:
+            rows.extend(describe(inner[0], key + ".N"))
+        elif inner:  # an optional section
+            rows.extend(describe(inner[0], key))
     return rows
-
-
-# ================================================================ recipe schema
-# Sections shared by the stages. `*Args` are recipe sections (saved as YAML beside the weights); `*Config` names
-# are kept for objects saved with weights.
-
-from dataclasses import dataclass, field  # noqa: E402
-
-from .data.sources import SourceArgs  # noqa: E402
-
-
-@dataclass
-class ModelArgs:
-    """The model to train."""
-
-    name_or_path: str | None = field(
-        default=None, metadata={"help": "folder of any HF causal LM (save_pretrained); offline, nothing downloads"})
-    preset: str | None = field(
-        default=None, metadata={"help": "instead of a folder: build a PanGu-π from a preset (pangu-pi-1b, tiny, ...)"})
-    config_overrides: dict | None = field(
-        default=None, metadata={"help": "config fields to change when building from a preset"})
-    init_seed: int = field(default=0, metadata={"help": "seed for the initial weights of a preset model"})
-    dtype: str = field(default="float32", metadata={"help": "dtype to load weights in: float32, bfloat16, float16, auto"})
-    attn_implementation: str = field(default="sdpa", metadata={"help": "eager or sdpa (or any transformers backend)"})
-    trust_remote_code: bool = field(default=False, metadata={"help": "allow a model folder's own modeling code"})
-
-    def __post_init__(self):
-        if (self.name_or_path is None) == (self.preset is None):
-            raise ValueError("give exactly one of model.name_or_path or model.preset")
-        if self.dtype not in ("float32", "bfloat16", "float16", "auto"):
-            raise ValueError(f"model.dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
-
-
-@dataclass
-class TokenizerArgs:
-    path: str | None = field(default=None, metadata={"help": "tokenizer folder (default: the model folder)"})
-    base_path: str | None = field(
-        default=None,
-        metadata={"help": "the model's original tokenizer, for subword-mean initialisation of new rows "
-                          "(default: the model folder when it holds a tokenizer)"})
-    new_row_init: str = field(default="subword_mean", metadata={
-        "help": "first value of each new embedding row: subword_mean (the mean of its pieces' rows, FVT), mean, "
-                "random (tokenizer/README.md has the measured comparison)"})
-
-    def __post_init__(self):
-        if self.new_row_init not in ("subword_mean", "mean", "random"):
-            raise ValueError(f"tokenizer.new_row_init must be subword_mean, mean or random, got {self.new_row_init!r}")
-
-
-@dataclass
-class CptDataArgs:
-    """The mixture: sources with token weights, packed into fixed-length sequences."""
-
-    sources: list[SourceArgs] = field(default_factory=list, metadata={"help": "corpus sources with weights"})
-    seq_len: int = field(default=2048, metadata={"help": "tokens per packed training sequence"})
-    document_mask: bool = field(
-        default=False, metadata={"help": "restart positions per document and keep attention inside documents"})
-    chunk_tokens: int | None = field(
-        default=None, metadata={"help": "longest piece taken from one source at a time (default seq_len / 4); "
-                                        "the token ratio holds to within 2 * chunk_tokens over any stretch"})
-    block_size: int = field(default=1024, metadata={"help": "documents read, tokenised and shuffled together"})
-    on_bad_record: str = field(default="fail", metadata={"help": "fail (stop with file, line, field) or skip (count)"})
-    dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents (content hash), counted"})
-    add_bos: str = field(default="auto", metadata={"help": "BOS before each document: auto (if the tokenizer "
-                                                           "adds one by default), true or false"})
-    seed: int = field(default=0, metadata={"help": "seed of the data order (shuffles, mixing)"})
-
-    def __post_init__(self):
-        if self.on_bad_record not in ("fail", "skip"):
-            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
-        if self.seq_len < 8:
-            raise ValueError(f"data.seq_len must be >= 8, got {self.seq_len}")
-        if self.add_bos not in ("auto", "true", "false", True, False):
-            raise ValueError(f"data.add_bos must be auto, true or false, got {self.add_bos!r}")
-
-
-@dataclass
-class TrainArgs:
-    """Optimisation, schedule, checkpoints and logging (transformers' Trainer underneath)."""
-
-    output_dir: str = field(default="runs/cpt", metadata={"help": "run folder: model, logs, checkpoints"})
-    max_steps: int = field(default=1000, metadata={"help": "optimizer steps"})
-    per_device_batch_size: int = field(default=8, metadata={"help": "sequences per process per micro-step"})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-steps per optimizer step"})
-    learning_rate: float = field(default=1e-4, metadata={"help": "peak learning rate"})
-    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine decays to learning_rate * min_lr_ratio"})
-    lr_scheduler: str = field(default="cosine", metadata={"help": "cosine (to min_lr_ratio), linear or constant"})
-    warmup_steps: int = field(default=0, metadata={"help": "linear warm-up steps"})
-    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1 (paper: 0.9)"})
-    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (paper: 0.95)"})
-    adam_epsilon: float = field(default=1e-8, metadata={"help": "AdamW epsilon"})
-    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations to save memory"})
-    precision: str = field(default="auto", metadata={"help": "auto (bf16 where the hardware has it), fp32, bf16, fp16"})
-    logging_steps: int = field(default=10, metadata={"help": "log every N steps"})
-    save_steps: int = field(default=500, metadata={"help": "checkpoint every N steps"})
-    save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
-    resume: str = field(default="auto", metadata={"help": "auto (newest complete checkpoint, if any), never, or a path"})
-    seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
-    tensorboard: bool = field(default=False, metadata={"help": "also log to TensorBoard (output_dir/tensorboard)"})
-    epochs: float | None = field(
-        default=None, metadata={"help": "SFT only: passes over the data; when set, max_steps is computed from it"})
-    neftune_noise_alpha: float | None = field(
-        default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
-    deepspeed: str | None = field(default=None, metadata={"help": "DeepSpeed JSON config (with accelerate launch)"})
-    fsdp: str | None = field(default=None, metadata={"help": "FSDP options for transformers (e.g. 'full_shard auto_wrap')"})
-    fsdp_config: dict | None = field(default=None, metadata={"help": "FSDP config mapping for transformers"})
-
-    def __post_init__(self):
-        if self.lr_scheduler not in ("cosine", "linear", "constant"):
-            raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
-        for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ValueError(f"training.precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
-
-
-@dataclass
-class LoraArgs:
-    enabled: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
-    r: int = field(default=16, metadata={"help": "LoRA rank"})
-    alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
-    dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
-    target_modules: list[str] | None = field(
-        default=None, metadata={"help": "module names to adapt (default: every linear layer but lm_head)"})
-    new_token_training: str = field(
-        default="auto", metadata={"help": "for an extended vocabulary: auto, rows (whole embed_tokens/lm_head), "
-                                          "indices (only the new rows), none"})
-    indices_threshold: int = field(default=512, metadata={"help": "auto: up to this many new tokens -> indices"})
-
-    def __post_init__(self):
-        if self.new_token_training not in ("auto", "rows", "indices", "none"):
-            raise ValueError(f"lora.new_token_training must be auto, rows, indices or none, got "
-                             f"{self.new_token_training!r}")
-
-
-@dataclass
-class MonitorArgs:
-    """The forgetting monitor: held-out bits per character during training."""
-
-    every_steps: int = field(default=100, metadata={"help": "measure every N steps (0 = only at start and end)"})
-    general: list[str] = field(default_factory=list, metadata={"help": "held-out general text files"})
-    domain: list[str] = field(default_factory=list, metadata={"help": "held-out domain text files"})
-    max_chars: int = field(default=20000, metadata={"help": "characters of each held-out set to score"})
-    max_length: int | None = field(default=None, metadata={"help": "scoring window (default data.seq_len)"})
-
-
-from .training.embedding_warmup import EmbeddingWarmupArgs  # noqa: E402
-
-
-@dataclass
-class CptRecipe:
-    """Continual pretraining: `yunshan cpt --config RECIPE.yaml [key=value ...]`."""
-
-    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
-    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
-    data: CptDataArgs = field(default_factory=CptDataArgs)
-    training: TrainArgs = field(default_factory=TrainArgs)
-    lora: LoraArgs = field(default_factory=LoraArgs)
-    monitor: MonitorArgs = field(default_factory=MonitorArgs)
-    warmup: EmbeddingWarmupArgs = field(default_factory=EmbeddingWarmupArgs)
-
-
-from .data.conversations import SftSourceArgs  # noqa: E402
-
-
-@dataclass
-class SftDataArgs:
-    """The SFT mixture: instruction sources shuffled into one training set."""
-
-    sources: list[SftSourceArgs] = field(default_factory=list, metadata={"help": "instruction sources"})
-    max_length: int = field(default=2048, metadata={"help": "tokens per sample (per packed row with packing)"})
-    overlong: str = field(
-        default="truncate_prompt",
-        metadata={"help": "a sample longer than max_length: truncate_prompt (drop the oldest turns; never cut "
-                          "inside a trained answer) or drop; both counted"})
-    packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
-    on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
-    seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
-    max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
-
-    def __post_init__(self):
-        if self.overlong not in ("truncate_prompt", "drop"):
-            raise ValueError(f"data.overlong must be truncate_prompt or drop, got {self.overlong!r}")
-        if self.on_bad_record not in ("fail", "skip"):
-            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
-
-
-@dataclass
-class SftRecipe:
-    """Single-stage mixed SFT: `yunshan sft --config RECIPE.yaml [key=value ...]`."""
-
-    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
-    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
-    data: SftDataArgs = field(default_factory=SftDataArgs)
-    training: TrainArgs = field(default_factory=lambda: TrainArgs(output_dir="runs/sft", learning_rate=2e-5,
-                                                                  weight_decay=0.0))
-    lora: LoraArgs = field(default_factory=LoraArgs)
-
-
-# ================================================================ the whole pipeline: `yunshan run RECIPE.yaml`
-
-
-
-@dataclass
-class BaseStageArgs:
-    """Stand-in base model for machines that cannot download one (the demo): a BPE tokenizer trained on general
-    text and a small PanGu-π pretrained on it. Real recipes leave this off and name a downloaded base model."""
-
-    enabled: bool = field(default=False, metadata={"help": "build the stand-in base (instead of model.name_or_path)"})
-    tokenizer_corpus: list[str] = field(default_factory=list, metadata={"help": "text for the base tokenizer"})
-    vocab_size: int = field(default=4000, metadata={"help": "base tokenizer vocabulary (byte-level BPE)"})
-    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
-    data: CptDataArgs = field(default_factory=CptDataArgs)
-    training: TrainArgs = field(default_factory=TrainArgs)
-
-
-@dataclass
-class TokenizerStageArgs:
-    """Vocabulary extension (yunshan.tokenizer): continued BPE on domain text plus curated word lists."""
-
-    enabled: bool = field(default=True, metadata={"help": "extend the base tokenizer"})
-    corpus: list[str] = field(default_factory=list, metadata={"help": "domain corpus files for the domain BPE"})
-    words: list[str] = field(default_factory=lambda: ["builtin:finance", "builtin:legal"],
-                             metadata={"help": "word lists (files or builtin:finance / builtin:legal)"})
-    new_tokens: int = field(default=1000, metadata={"help": "tokens to add"})
-    min_frequency: int = field(default=2, metadata={"help": "minimum pair frequency for a merge"})
-    report_texts: list[str] = field(default_factory=list, metadata={"help": "texts for the compression report"})
-
-
-@dataclass
-class EvalStageArgs:
-    """Evaluation before (base model) and after (final model), through `yunshan eval`."""
-
-    enabled: bool = field(default=True, metadata={"help": "evaluate before and after"})
-    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"],
-                             metadata={"help": "yunshan eval tasks (NAME or NAME=PATH)"})
-    heldout: list[str] = field(default_factory=list, metadata={"help": "LABEL=FILE held-out texts for bpc "
-                                                                       "(label general = the forgetting column)"})
-    text: list[str] = field(default_factory=list, metadata={"help": "texts for the compression task"})
-    data_dir: str | None = field(default=None, metadata={"help": "benchmark folder (default: the bundled samples)"})
-    limit: int | None = field(default=None, metadata={"help": "questions per subject / records per task"})
-    shots: int = field(default=5, metadata={"help": "k-shot for multiple choice"})
-    mode: str = field(default="loglik", metadata={"help": "loglik (answer-only) or generate"})
-    max_length: int | None = field(default=None, metadata={"help": "bpc window (default: the model's context)"})
-    batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
-    dtype: str = field(default="float32", metadata={
-        "help": "float32 (the reference numbers) or auto (bf16 autocast where the hardware multiplies bf16 fast, "
-                "float32 elsewhere), bfloat16, float16: yunshan eval --dtype"})
-
-
-@dataclass
-class CptStageArgs:
-    enabled: bool = field(default=True, metadata={"help": "run continual pretraining"})
-    data: CptDataArgs = field(default_factory=CptDataArgs)
-    training: TrainArgs = field(default_factory=TrainArgs)
-    lora: LoraArgs = field(default_factory=LoraArgs)
-    monitor: MonitorArgs = field(default_factory=MonitorArgs)
-    warmup: EmbeddingWarmupArgs = field(default_factory=EmbeddingWarmupArgs)
-
-
-@dataclass
-class SftStageArgs:
-    enabled: bool = field(default=True, metadata={"help": "run the mixed SFT"})
-    data: SftDataArgs = field(default_factory=SftDataArgs)
-    training: TrainArgs = field(default_factory=lambda: TrainArgs(learning_rate=2e-5, weight_decay=0.0))
-    lora: LoraArgs = field(default_factory=LoraArgs)
-
-
-@dataclass
-class ExportStageArgs:
-    enabled: bool = field(default=True, metadata={"help": "export the final model with a model card"})
-    license: str | None = field(default=None, metadata={
-        "help": "license in the model card (default: the base model card's, else unknown)"})
-    language: list[str] = field(default_factory=lambda: ["zh", "en"], metadata={"help": "languages in the card"})
-    adapter: bool = field(default=False, metadata={"help": "export the LoRA adapter instead of merged weights"})
-
-
-@dataclass
-class PushStageArgs:
-    enabled: bool = field(default=False, metadata={"help": "push the export to the Hugging Face Hub"})
-    repo_id: str | None = field(default=None, metadata={"help": "ORG/NAME"})
-    private: bool = field(default=True, metadata={"help": "create the repository private"})
-    revision: str | None = field(default=None, metadata={"help": "branch to push to"})
-    create_pr: bool = field(default=False, metadata={"help": "open a pull request instead of committing"})
-
-
-@dataclass
-class PipelineRecipe:
-    """The YunShan pipeline: `yunshan run RECIPE.yaml [--from STAGE] [--dry-run] [key=value ...]`.
-
-    Paths may use ${samples} (the bundled sample data), ${data} (env YUNSHAN_DATA, default ./data),
-    ${models} (env YUNSHAN_MODELS, default ./models) and ${recipe_dir}."""
-
-    name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
-    output_dir: str = field(default="runs/yunshan", metadata={"help": "run folder: one subfolder per stage"})
-    model: ModelArgs | None = field(default=None, metadata={"help": "the base model (unless base.enabled)"})
-    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
-    base: BaseStageArgs = field(default_factory=BaseStageArgs)
-    tokenizer_extension: TokenizerStageArgs = field(default_factory=TokenizerStageArgs)
-    eval: EvalStageArgs = field(default_factory=EvalStageArgs)
-    cpt: CptStageArgs = field(default_factory=CptStageArgs)
-    sft: SftStageArgs = field(default_factory=SftStageArgs)
-    export: ExportStageArgs = field(default_factory=ExportStageArgs)
-    push: PushStageArgs = field(default_factory=PushStageArgs)
-
-    def __post_init__(self):
-        if self.base.enabled == (self.model is not None):
-            raise ValueError("give exactly one of model (a downloaded base) or base.enabled: true (stand-in base)")

@@ -9,7 +9,7 @@ from yunshan.data.chat import DEFAULT_CHAT_TEMPLATE, encode_conversation, ensure
 from yunshan.data.conversations import (
     SftSourceArgs, from_alpaca, from_ceval_row, from_jecqa, from_sharegpt, mix_sft_sources, read_sft_source)
 from yunshan.data.packing import best_fit_pack
-from yunshan.data.sources import BadRecordError
+from yunshan.data.records import BadRecordError
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -9,7 +9,8 @@ import pytest
 import zstandard
 
 from yunshan.data.mixing import SourceStream
-from yunshan.data.sources import BadRecordError, SourceArgs, read_file_records, resolve_files
+from yunshan.data.records import BadRecordError
+from yunshan.data.sources import SourceArgs, read_file_records, resolve_files
 
 TEXTS = ["第一篇 文档", "second document", "third, with \"quotes\"\nand a newline", "四"]
 

@@ -33,9 +33,12 @@ def _head(src: Path, dst: Path, n: int) -> str:
 
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory) -> Path:
+    from yunshan.artifacts import RunManifest, StageRecord
     from yunshan.eval.commands import EvalArgs, run_eval
     from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
-    from yunshan.recipe import CptRecipe, SftRecipe, load_recipe
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs
+    from yunshan.training.sft import SftArgs
     from yunshan.training.cpt import run_cpt
     from yunshan.training.sft import run_sft
 
@@ -56,12 +59,12 @@ def run_dir(tmp_path_factory) -> Path:
 
     sources = [{"name": d, "path": str(samples / f"corpora/{d}/train.jsonl"), "weight": w}
                for d, w in (("finance", 0.25), ("legal", 0.25), ("general", 0.5))]
-    run_cpt(load_recipe(CptRecipe, data={
+    run_cpt(load_recipe(CptArgs, data={
         "model": {"name_or_path": str(root / "00_base")},
         "data": {"seq_len": 64, "block_size": 64, "sources": sources},
         "training": {"output_dir": str(root / "03_cpt"), **TRAIN}}))
     shutil.rmtree(root / "03_cpt" / "checkpoints")
-    run_sft(load_recipe(SftRecipe, data={
+    run_sft(load_recipe(SftArgs, data={
         "model": {"name_or_path": str(root / "03_cpt")},
         "data": {"max_length": 96, "sources": [
             {"name": "general", "format": "alpaca",
@@ -79,25 +82,21 @@ def run_dir(tmp_path_factory) -> Path:
 
     cpt_report = json.loads((root / "03_cpt" / "data_report.json").read_text())
     sft_report = json.loads((root / "04_sft" / "data_report.json").read_text())
-    stages = {
-        "base": {"status": "complete", "output": "00_base", "seconds": 61.5,
-                 "summary": {"train_loss": 7.9, "steps": 250, "tokens": 512000}},
-        "eval_before": {"status": "complete", "output": "02_eval_before", "seconds": 12.25,
-                        "summary": {"results": "results.json"}},
-        "cpt": {"status": "complete", "output": "03_cpt", "seconds": 130.0,
-                "summary": {"steps": cpt_report["steps"], "tokens": cpt_report["tokens_trained"]}},
-        "sft": {"status": "complete", "output": "04_sft", "seconds": 45.0,
-                "summary": {"steps": sft_report["steps"], "samples": sft_report["samples"]}},
-        "eval_after": {"status": "complete", "output": "05_eval_after", "seconds": 11.0,
-                       "summary": {"results": "results.json"}},
-        "export": {"status": "running", "output": "06_export"},
-    }
+    stages = [
+        StageRecord("base", "complete", "00_base", seconds=61.5,
+                    summary={"train_loss": 7.9, "steps": 250, "tokens": 512000}),
+        StageRecord("eval_before", "complete", "02_eval_before", seconds=12.25, summary={"results": "results.json"}),
+        StageRecord("cpt", "complete", "03_cpt", seconds=130.0,
+                    summary={"steps": cpt_report["steps"], "tokens": cpt_report["tokens_trained"]}),
+        StageRecord("sft", "complete", "04_sft", seconds=45.0,
+                    summary={"steps": sft_report["steps"], "samples": sft_report["samples"]}),
+        StageRecord("eval_after", "complete", "05_eval_after", seconds=11.0, summary={"results": "results.json"}),
+        StageRecord("export", "running", "06_export"),
+    ]
     shutil.copyfile(root / "04_sft" / "recipe.yaml", root / "recipe.yaml")
-    # As PipelineRunner.save_manifest writes it: stages by name, and the same as an ordered list.
-    manifest = {"name": "yunshan-tiny-test", "yunshan_version": "0.1.0", "recipe": "recipe.yaml",
-                "base_model": str(root / "00_base"), "final_model": "04_sft", "stages": stages,
-                "stage_list": [{"name": k, **v} for k, v in stages.items()]}
-    (root / "run.json").write_text(json.dumps(manifest, indent=2))
+    # As PipelineRunner writes it.
+    RunManifest(name="yunshan-tiny-test", yunshan_version="0.1.0", base_model=str(root / "00_base"),
+                final_model="04_sft", stages=stages).write(root)
     return root
 
 

@@ -124,22 +124,25 @@ def test_a_plain_model_folder(run_dir, tmp_path):
     assert "model-index" not in meta and "| 05_eval_after |" in section(text, "Evaluation")
 
 
-def test_run_json_with_a_stage_list(run_dir, run_export, tmp_path):
-    """The brief's run.json layout (stages as a list with kinds) gives the same card as the runner's mapping."""
+def test_run_json_is_read_through_the_typed_manifest(run_dir, run_export, tmp_path):
+    """run.json holds its stages once, as a list; the card reads it through yunshan.artifacts.RunManifest and
+    refuses a file that is not one, naming the field."""
+    from yunshan.artifacts import RunManifest
+
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [s["name"] for s in manifest["stages"]] == ["base", "eval_before", "cpt", "sft", "eval_after", "export"]
+    assert "stage_list" not in manifest
+    assert RunManifest.read(run_dir).to_json() == manifest  # a round trip
     run = copy_run(run_dir, tmp_path)
-    manifest = json.loads((run / "run.json").read_text())
-    manifest["stages"] = [{"name": name, "kind": "eval" if name.startswith("eval") else name, **entry}
-                          for name, entry in manifest.pop("stages").items()]
-    del manifest["stage_list"]
-    (run / "run.json").write_text(json.dumps(manifest))
-    export_model(run, tmp_path / "out", max_shard_size="60KB", license="apache-2.0", repo_id="org/yunshan-tiny")
-    assert (tmp_path / "out" / "README.md").read_text() == (run_export / "README.md").read_text()
+    (run / "run.json").write_text(json.dumps({**manifest, "stages": {"cpt": {}}}))
+    with pytest.raises(ValueError, match="run.json: field 'stages' must be a list"):
+        export_model(run, tmp_path / "out")
 
 
 def test_an_unfinished_run_is_refused(run_dir, tmp_path):
     run = copy_run(run_dir, tmp_path)
     manifest = json.loads((run / "run.json").read_text())
-    manifest["stages"]["sft"]["status"] = "failed"
+    next(s for s in manifest["stages"] if s["name"] == "sft")["status"] = "failed"
     (run / "run.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=r"stage sft \(the final model, 04_sft\) has status 'failed'"):
         export_model(run, tmp_path / "out")
@@ -212,9 +215,9 @@ def test_tokenizer_stage(run_dir, tmp_path):
     (run / "01_tokenizer" / "report.json").write_text(json.dumps(report))
     manifest = json.loads((run / "run.json").read_text())
     stages = manifest["stages"]
-    manifest["stages"] = {"base": stages.pop("base"), "tokenizer": {
-        "status": "complete", "output": "01_tokenizer", "seconds": 3.0,
-        "summary": {"base_vocab": 400, "new_vocab": 460, "new_tokens": 60}}, **stages}
+    manifest["stages"] = [stages[0], {"name": "tokenizer", "status": "complete", "output": "01_tokenizer",
+                                      "seconds": 3.0, "summary": {"base_vocab": 400, "new_vocab": 460,
+                                                                  "new_tokens": 60}}, *stages[1:]]
     (run / "run.json").write_text(json.dumps(manifest))
     export_model(run, tmp_path / "out", license="mit")
     text, _ = card_of(tmp_path / "out")
@@ -223,3 +226,24 @@ def test_tokenizer_stage(run_dir, tmp_path):
     assert "| `finance.txt` | 0.8000 | 0.6000 | -25.0% |" in tokenizer
     assert "| tokenizer | vocabulary extension | 3.0 s | vocabulary 400 → 460 (+60) |" in text
     assert "extended the vocabulary by 60 domain tokens, then continued pretraining" in text
+
+
+def test_a_benchmark_the_card_never_heard_of_reaches_it(run_dir, tmp_path):
+    """The card renders the headline metrics `yunshan eval` recorded, whatever the task's format: a new benchmark
+    (one eval module plus one registry line) needs no edit here."""
+    run = copy_run(run_dir, tmp_path)
+    path = run / "05_eval_after" / "results.json"
+    results = json.loads(path.read_text())
+    metric = {"key": "finlegal/accuracy", "benchmark": "FinLegal-QA", "metric": "accuracy (%)", "value": 61.5,
+              "detail": "test split, 3-shot", "eval_result": {
+                  "task_type": "text-generation", "task_name": "Text Generation", "dataset_type": "org/finlegal-qa",
+                  "dataset_name": "FinLegal-QA", "metric_type": "accuracy", "metric_name": "accuracy",
+                  "metric_value": 61.5}}
+    results["tasks"]["finlegal"] = {"format": "a-format-no-card-knows", "results": {"04_sft": {"whatever": 1}},
+                                    "metrics": {"04_sft": [metric]}}
+    path.write_text(json.dumps(results))
+    export_model(run, tmp_path / "out", license="mit")
+    text, meta = card_of(tmp_path / "out")
+    assert "| FinLegal-QA | accuracy (%) | – | 61.50 |" in section(text, "Evaluation")
+    _, index = model_index_to_eval_results(meta["model-index"])
+    assert {r.dataset_type: r.metric_value for r in index}["org/finlegal-qa"] == 61.5

@@ -35,13 +35,14 @@ def test_missing_and_empty_corpus_files(capsys, llama3, tmp_path):
 def test_invalid_utf8_error_names_file_line_and_byte_offset_or_is_skipped_and_counted(capsys, llama3, corpus,
                                                                                       tmp_path):
     bad = tmp_path / "latin1.txt"
-    good_line = "资产负债表显示公司的净利润增长。\n".encode("utf-8")
-    bad.write_bytes(good_line * 3 + "Bilanz für 2023\n".encode("latin-1") + good_line * 3)
+    # One document per paragraph (yunshan's .txt rule): the paragraph holding the Latin-1 line is skipped whole.
+    good_line = "资产负债表显示公司的净利润增长。\n\n".encode("utf-8")
+    bad.write_bytes(good_line * 3 + "Bilanz für 2023\n\n".encode("latin-1") + good_line * 3)
     out = tmp_path / "out"
     code, _, err = run_extend(capsys, llama3, [bad], out)
     offset = len(good_line) * 3 + len("Bilanz f")
     assert code == 1
-    assert f"{bad}: line 4: invalid UTF-8 at byte offset {offset}" in err and "--on-invalid-utf8 skip" in err
+    assert f"{bad}: line 7: invalid UTF-8 at byte offset {offset}" in err and "--on-invalid-utf8 skip" in err
     assert not out.exists()
 
     code, _, err = run_extend(capsys, llama3, [bad, corpus["domain"]], out, "--on-invalid-utf8", "skip")

@@ -15,7 +15,8 @@ import yaml
 from safetensors.torch import load_file
 
 from fixtures import three_source_corpora, train_tokenizer
-from yunshan.recipe import CptRecipe, RecipeError, load_recipe
+from yunshan.recipe import RecipeError, load_recipe
+from yunshan.training.cpt import CptArgs
 from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
 from yunshan.training.cpt import run_cpt
 
@@ -56,7 +57,7 @@ def write_recipe(path: Path, data: dict) -> Path:
 
 def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
     out = tmp_path / "run"
-    summary = run_cpt(load_recipe(CptRecipe, data=recipe_dict(setup, out)))
+    summary = run_cpt(load_recipe(CptArgs, data=recipe_dict(setup, out)))
     for name in ("config.json", "model.safetensors", "tokenizer.json", "recipe.yaml", "data_report.json",
                  "log.jsonl", "curves.png", "modeling_pangu_pi.py"):
         assert (out / name).is_file(), name
@@ -74,8 +75,8 @@ def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
     train_rows = [r for r in log if r.get("event") == "train"]
     assert all("tokens_per_s" in r and "tokens_by_source" in r for r in train_rows[1:])
     # The resolved recipe reloads to the same recipe.
-    again = load_recipe(CptRecipe, out / "recipe.yaml")
-    assert again == load_recipe(CptRecipe, data=recipe_dict(setup, out))
+    again = load_recipe(CptArgs, out / "recipe.yaml")
+    assert again == load_recipe(CptArgs, data=recipe_dict(setup, out))
     assert summary["steps"] == 24
 
 
@@ -159,7 +160,7 @@ def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
     assert f"{bad}:" in result.stderr and "missing_field" in result.stderr and "'text'" in result.stderr
     data["data"]["on_bad_record"] = "skip"
     data["training"]["output_dir"] = str(tmp_path / "skip")
-    run_cpt(load_recipe(CptRecipe, data=data))
+    run_cpt(load_recipe(CptArgs, data=data))
     dropped = json.loads((tmp_path / "skip/data_report.json").read_text())["sources"]["mid"]["dropped"]
     assert dropped == {"bad:empty_text": 1, "bad:missing_field": 1}
 
@@ -177,7 +178,7 @@ def test_any_hf_causal_lm_by_path_with_lora(setup, tmp_path):
     data["tokenizer"] = {}
     data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}
     data["monitor"]["every_steps"] = 0
-    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    summary = run_cpt(load_recipe(CptArgs, data=data))
     assert (tmp_path / "out/adapter/adapter_config.json").is_file()
     merged = load_file(tmp_path / "out/model.safetensors")
     base = load_file(llama_dir / "model.safetensors")
@@ -191,23 +192,23 @@ def test_recipe_errors_name_file_line_and_valid_keys(setup, tmp_path):
     data["training"]["learnig_rate"] = 1e-4
     path = write_recipe(tmp_path / "typo.yaml", data)
     with pytest.raises(RecipeError) as err:
-        load_recipe(CptRecipe, path)
+        load_recipe(CptArgs, path)
     line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "learnig_rate" in l)
     assert f"typo.yaml:{line}: training.learnig_rate: unknown key; valid keys here:" in str(err.value)
     assert "learning_rate" in str(err.value)
     data["training"].pop("learnig_rate")
     data["training"]["max_steps"] = "many"
     with pytest.raises(RecipeError, match=r"training.max_steps: expected an integer, got 'many'"):
-        load_recipe(CptRecipe, write_recipe(tmp_path / "t.yaml", data))
+        load_recipe(CptArgs, write_recipe(tmp_path / "t.yaml", data))
     data["training"]["max_steps"] = 5
-    recipe = load_recipe(CptRecipe, write_recipe(tmp_path / "ok.yaml", data),
+    recipe = load_recipe(CptArgs, write_recipe(tmp_path / "ok.yaml", data),
                          ["data.sources.long.weight=2", "training.learning_rate=1e-4", "data.sources.0.weight=0.5"])
     assert recipe.data.sources[2].weight == 2.0 and recipe.data.sources[0].weight == 0.5
     assert recipe.training.learning_rate == 1e-4
     with pytest.raises(RecipeError, match="no item named 'legal'; names: short, mid, long"):
-        load_recipe(CptRecipe, tmp_path / "ok.yaml", ["data.sources.legal.weight=1"])
+        load_recipe(CptArgs, tmp_path / "ok.yaml", ["data.sources.legal.weight=1"])
     with pytest.raises(RecipeError, match="command-line override: data.seq_len: expected an integer"):
-        load_recipe(CptRecipe, tmp_path / "ok.yaml", ["data.seq_len=long"])
+        load_recipe(CptArgs, tmp_path / "ok.yaml", ["data.seq_len=long"])
 
 
 MEMORY_SCRIPT = """
@@ -277,7 +278,7 @@ def test_extended_tokenizer_grows_embeddings_with_subword_means(setup, extended,
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
     data["warmup"] = {"enabled": False}  # the rows as grown, untouched by the fit
-    run_cpt(load_recipe(CptRecipe, data=data))
+    run_cpt(load_recipe(CptArgs, data=data))
     grown = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
     original = AutoModelForCausalLM.from_pretrained(base)
     assert grown.get_input_embeddings().weight.shape[0] == len(new_tok) > len(base_tok)
@@ -302,7 +303,7 @@ def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp
     data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
     data["monitor"]["every_steps"] = 0
     data["warmup"] = {"steps": 2, "fit_sequences": 4}
-    run_cpt(load_recipe(CptRecipe, data=data))
+    run_cpt(load_recipe(CptArgs, data=data))
     config = json.loads((tmp_path / "run/adapter/adapter_config.json").read_text())
     assert config[expect]
     grown = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
@@ -363,7 +364,7 @@ def test_a_tied_model_stays_tied_and_trains_its_new_rows_on_both_sides(setup, ti
     data["warmup"] = {"enabled": str(warmup).lower() if mode != "none" else "auto", "steps": 3, "fit_sequences": 8}
     if mode != "full":
         data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
-    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    summary = run_cpt(load_recipe(CptArgs, data=data))
     run = tmp_path / "run"
     config = json.loads((run / "config.json").read_text())
     assert config["tie_word_embeddings"] is True
@@ -399,7 +400,7 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
     data["warmup"] = {"steps": 3, "fit_sequences": 8, "until_base_bpc": False}
-    run_cpt(load_recipe(CptRecipe, data=data))
+    run_cpt(load_recipe(CptArgs, data=data))
     ckpt = load_file(tmp_path / "warm/checkpoints/checkpoint-3/model.safetensors")
     original = load_file(base / "model.safetensors")
     start = _fresh_grown(base, tok_ext)
@@ -443,7 +444,7 @@ def test_warmup_ends_when_heldout_bpc_reaches_the_base_and_reports_the_cost(setu
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
     data["warmup"] = {"steps": 40, "fit_sequences": 8, "check_every": 2, "learning_rate": 0.03}
-    summary = run_cpt(load_recipe(CptRecipe, data=data))
+    summary = run_cpt(load_recipe(CptArgs, data=data))
     report = json.loads((tmp_path / "early/data_report.json").read_text())
     cost = report["extension_cost"]
     assert set(cost["base"]) == {"general", "domain"} and set(cost["cost_init"]) == {"general", "domain"}
@@ -472,7 +473,7 @@ def test_resume_inside_the_warmup_equals_an_uninterrupted_run(setup, tied_llama,
         data["warmup"] = {"steps": 4, "fit_sequences": 8, "until_base_bpc": False}
         if mode != "full":
             data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "new_token_training": mode}
-        runs[name] = load_recipe(CptRecipe, data=data)
+        runs[name] = load_recipe(CptArgs, data=data)
     run_cpt(runs["a"])
     run_cpt(runs["b"])
     b = tmp_path / "b"
@@ -497,7 +498,7 @@ def test_bf16_losses_follow_fp32(setup, tmp_path):
     for precision in ("fp32", "bf16"):
         data = recipe_dict(setup, tmp_path / precision, max_steps=16, save_steps=100, precision=precision)
         data["monitor"]["every_steps"] = 0
-        run_cpt(load_recipe(CptRecipe, data=data))
+        run_cpt(load_recipe(CptArgs, data=data))
         log = [json.loads(l) for l in (tmp_path / precision / "log.jsonl").read_text().splitlines()]
         results[precision] = ([r["loss"] for r in log if r.get("event") == "train" and "loss" in r],
                               [r for r in log if r.get("event") == "bpc"][-1]["bpc_general"])

@@ -11,7 +11,8 @@ import yaml
 
 from test_pipeline import tiny_recipe
 from yunshan.pipeline import PipelineRunner
-from yunshan.recipe import PipelineRecipe, load_recipe
+from yunshan.pipeline import PipelineRecipe
+from yunshan.recipe import load_recipe
 
 
 def test_otce_through_the_whole_pipeline_and_export(tmp_path):
@@ -23,7 +24,7 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
     manifest = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
-    assert all(s["status"] == "complete" for s in manifest["stage_list"])
+    assert all(s.status == "complete" for s in manifest.stages)
     out = tmp_path / "run"
     assert json.loads((out / "04_sft/config.json").read_text())["model_type"] == "otce"
     after = json.loads((out / "05_eval_after/results.json").read_text())

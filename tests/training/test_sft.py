@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from fixtures import train_tokenizer
-from yunshan.recipe import SftRecipe, load_recipe
+from yunshan.recipe import load_recipe
+from yunshan.training.sft import SftArgs
 from yunshan.training.sft import build_sft_data, make_collator, run_sft
 
 FIN = "asset liability profit dividend equity revenue".split()
@@ -45,7 +46,7 @@ def task(tmp_path_factory):
 
 
 def recipe(root, out, **data):
-    return load_recipe(SftRecipe, data=recipe_data(root, out, **data))
+    return load_recipe(SftArgs, data=recipe_data(root, out, **data))
 
 
 def recipe_data(root, out, **data):
@@ -146,7 +147,7 @@ def test_bundled_instruction_sets_in_all_five_formats(tmp_path):
     train_tokenizer(tok_dir, texts, vocab_size=2000)
     tok = AutoTokenizer.from_pretrained(tok_dir)
     ensure_chat_template(tok)
-    r = load_recipe(SftRecipe, data={
+    r = load_recipe(SftArgs, data={
         "model": {"preset": "tiny"}, "tokenizer": {"path": str(tok_dir)},
         "data": {"max_length": 1024, "packing": True, "sources": [
             {"name": "general", "path": str(SAMPLES / "general_alpaca.jsonl"), "format": "alpaca"},
@@ -155,10 +156,11 @@ def test_bundled_instruction_sets_in_all_five_formats(tmp_path):
             {"name": "finance_exam", "path": str(SAMPLES / "finance_exam"), "format": "ceval"},
             {"name": "judicial_exam", "path": str(SAMPLES / "jecqa"), "format": "jecqa"}]}})
     rows, _, report = build_sft_data(r, tok)
-    for name, source in report["sources"].items():
-        assert source["read"] > 0 and source["samples"] > 0, name
-        assert not any(k.startswith("bad:") for k in source["dropped"]), (name, source["dropped"])
-    assert report["real_tokens"] / (len(rows) * 1024) >= 0.95  # non-padding share with packing
+    assert report.kind == "sft"
+    for name, source in report.sources.items():
+        assert source.read > 0 and source.samples > 0, name
+        assert not any(k.startswith("bad:") for k in source.dropped), (name, source.dropped)
+    assert report.real_tokens / (len(rows) * 1024) >= 0.95  # non-padding share with packing
 
 
 def test_bad_record_in_a_recipe_fails_with_its_location(task, tmp_path):

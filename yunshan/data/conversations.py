@@ -1,9 +1,10 @@
 """Instruction data: read alpaca, messages, ShareGPT, C-Eval/FinEval CSV and JEC-QA records as conversations.
 
-Every source declares its format; each record becomes a list of {"role", "content"} turns (optional system
-first, then user/assistant alternating, ending with an assistant turn). A record that does not fit raises
-`BadRecordError` naming the file, line and field (policy `fail`) or is counted by reason (policy `skip`): wrong
-role order, empty assistant turn, unknown role, missing field, malformed JSON.
+Every source declares its format; files are read by the data layer's one reader (yunshan.data.records) and each
+record becomes a list of {"role", "content"} turns (optional system first, then user/assistant alternating, ending
+with an assistant turn). A record that does not fit is a `BadRecord` that raises `BadRecordError` naming the file,
+line and field (policy `fail`) or is counted by reason (policy `skip`): wrong role order, empty assistant turn,
+unknown role, missing field, malformed JSON.
 
 Exam rows become question -> answer: the C-Eval prompt style (subject from the file name, options A-D) and the
 answer letter, followed by the explanation when the row has one; JEC-QA records list every correct letter.
@@ -11,20 +12,17 @@ answer letter, followed by the explanation when the row has one; JEC-QA records 
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sources import BadRecordError
+from .files import resolve_paths
+from .records import BadRecord, fail_or_count, read_records
 
 SFT_FORMATS = ("alpaca", "messages", "sharegpt", "ceval", "jecqa")
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
-SFT_BAD_REASONS = ("malformed_json", "missing_field", "unknown_role", "wrong_role_order", "empty_assistant",
-                   "empty_user", "bad_answer", "invalid_utf8")
+CEVAL_COLUMNS = ("question", "A", "B", "C", "D", "answer")
 
 
 @dataclass
@@ -56,93 +54,43 @@ class Sample:
 
 
 def _files(args: SftSourceArgs) -> list[str]:
-    import glob
-
-    patterns = [args.path] if isinstance(args.path, str) else list(args.path)
-    files = []
-    for pattern in patterns:
-        pattern = os.path.expanduser(str(pattern))
-        if os.path.isdir(pattern):
-            exts = (".csv",) if args.format == "ceval" else (".jsonl", ".json")
-            found = sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in exts)
-        elif any(ch in pattern for ch in "*?["):
-            found = sorted(glob.glob(pattern, recursive=True))
-        elif os.path.isfile(pattern):
-            found = [pattern]
-        else:
-            raise FileNotFoundError(f"sft source {args.name!r}: {pattern} does not exist")
-        if not found:
-            raise FileNotFoundError(f"sft source {args.name!r}: {pattern} matches no file")
-        files.extend(found)
-    return files
-
-
-class _Bad(Exception):
-    def __init__(self, reason, field_name, detail):
-        super().__init__(detail)
-        self.reason, self.field_name, self.detail = reason, field_name, detail
-
-
-def _json_records(path: str):
-    """(line, object or _Bad) for .jsonl (one per line) and .json (a list, or one record per line)."""
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        yield line, _Bad("invalid_utf8", None, f"invalid UTF-8 at byte offset {err.start}")
-        return
-    stripped = text.lstrip()
-    if path.endswith(".json") and stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            yield err.lineno, _Bad("malformed_json", None, err.msg)
-            return
-        for i, obj in enumerate(data):
-            yield f"record {i}", obj
-        return
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as err:
-            yield line_no, _Bad("malformed_json", None, f"{err.msg} at column {err.colno}")
+    exts = (".csv",) if args.format == "ceval" else (".jsonl", ".json")
+    return resolve_paths(args.path, f"sft source {args.name!r}", keep=lambda p: Path(p).suffix in exts,
+                         kinds="file")
 
 
 def _text(obj: dict, key: str, required: bool = True) -> str:
     if key not in obj:
         if required:
-            raise _Bad("missing_field", key, f"record has fields: {', '.join(sorted(map(str, obj)))}")
+            raise BadRecord("missing_field", key, f"record has fields: {', '.join(sorted(map(str, obj)))}")
         return ""
     value = obj[key]
     if value is None and not required:
         return ""
     if not isinstance(value, str):
-        raise _Bad("missing_field", key, f"expected a string, got {type(value).__name__}")
+        raise BadRecord("missing_field", key, f"expected a string, got {type(value).__name__}")
     return value
 
 
 def validate_turns(turns: list[dict], field_name: str) -> list[dict]:
     """System (optional, first) then user/assistant alternating, ending with a non-empty assistant turn."""
     if not turns:
-        raise _Bad("missing_field", field_name, "no turns")
+        raise BadRecord("missing_field", field_name, "no turns")
     offset = 1 if turns[0]["role"] == "system" else 0
     body = turns[offset:]
     if not body:
-        raise _Bad("wrong_role_order", field_name, "only a system turn")
+        raise BadRecord("wrong_role_order", field_name, "only a system turn")
     for i, turn in enumerate(body):
         expected = "user" if i % 2 == 0 else "assistant"
         where = f"{field_name}[{i + offset}]"
         if turn["role"] != expected:
-            raise _Bad("wrong_role_order", f"{where}.role",
+            raise BadRecord("wrong_role_order", f"{where}.role",
                        f"expected {expected} (system?, then user/assistant alternating), got {turn['role']}")
         if not turn["content"].strip():
             reason = "empty_assistant" if expected == "assistant" else "empty_user"
-            raise _Bad(reason, f"{where}.content", f"empty {expected} turn")
+            raise BadRecord(reason, f"{where}.content", f"empty {expected} turn")
     if body[-1]["role"] != "assistant":
-        raise _Bad("wrong_role_order", field_name, "the last turn must be the assistant's")
+        raise BadRecord("wrong_role_order", field_name, "the last turn must be the assistant's")
     return turns
 
 
@@ -153,18 +101,18 @@ def from_alpaca(obj: dict) -> list[dict]:
         turns.append({"role": "system", "content": system})
     history = obj.get("history") or []
     if not isinstance(history, list):
-        raise _Bad("missing_field", "history", "expected a list of [instruction, response] pairs")
+        raise BadRecord("missing_field", "history", "expected a list of [instruction, response] pairs")
     for i, pair in enumerate(history):
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-            raise _Bad("missing_field", f"history[{i}]", "expected [instruction, response]")
+            raise BadRecord("missing_field", f"history[{i}]", "expected [instruction, response]")
         turns += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
     instruction = _text(obj, "instruction")
     extra = _text(obj, "input", required=False)
     output = _text(obj, "output")
     if not instruction.strip():
-        raise _Bad("empty_user", "instruction", "empty instruction")
+        raise BadRecord("empty_user", "instruction", "empty instruction")
     if not output.strip():
-        raise _Bad("empty_assistant", "output", "empty output")
+        raise BadRecord("empty_assistant", "output", "empty output")
     prompt = instruction + ("\n" + extra if extra.strip() else "")
     turns += [{"role": "user", "content": prompt}, {"role": "assistant", "content": output}]
     return validate_turns(turns, "history")
@@ -173,15 +121,15 @@ def from_alpaca(obj: dict) -> list[dict]:
 def from_messages(obj: dict) -> list[dict]:
     messages = obj.get("messages")
     if not isinstance(messages, list):
-        raise _Bad("missing_field", "messages", "expected a list of {role, content}")
+        raise BadRecord("missing_field", "messages", "expected a list of {role, content}")
     turns = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m:
-            raise _Bad("missing_field", f"messages[{i}].role", "each message needs role and content")
+            raise BadRecord("missing_field", f"messages[{i}].role", "each message needs role and content")
         if m["role"] not in ROLES:
-            raise _Bad("unknown_role", f"messages[{i}].role", f"{m['role']!r}; valid roles: {', '.join(ROLES)}")
+            raise BadRecord("unknown_role", f"messages[{i}].role", f"{m['role']!r}; valid roles: {', '.join(ROLES)}")
         if not isinstance(m.get("content"), str):
-            raise _Bad("missing_field", f"messages[{i}].content", "expected a string")
+            raise BadRecord("missing_field", f"messages[{i}].content", "expected a string")
         turns.append({"role": m["role"], "content": m["content"]})
     return validate_turns(turns, "messages")
 
@@ -189,16 +137,16 @@ def from_messages(obj: dict) -> list[dict]:
 def from_sharegpt(obj: dict) -> list[dict]:
     conversations = obj.get("conversations")
     if not isinstance(conversations, list):
-        raise _Bad("missing_field", "conversations", "expected a list of {from, value}")
+        raise BadRecord("missing_field", "conversations", "expected a list of {from, value}")
     turns = []
     for i, m in enumerate(conversations):
         if not isinstance(m, dict) or "from" not in m:
-            raise _Bad("missing_field", f"conversations[{i}].from", "each turn needs from and value")
+            raise BadRecord("missing_field", f"conversations[{i}].from", "each turn needs from and value")
         if m["from"] not in SHAREGPT_ROLES:
-            raise _Bad("unknown_role", f"conversations[{i}].from",
+            raise BadRecord("unknown_role", f"conversations[{i}].from",
                        f"{m['from']!r}; valid: {', '.join(SHAREGPT_ROLES)}")
         if not isinstance(m.get("value"), str):
-            raise _Bad("missing_field", f"conversations[{i}].value", "expected a string")
+            raise BadRecord("missing_field", f"conversations[{i}].value", "expected a string")
         turns.append({"role": SHAREGPT_ROLES[m["from"]], "content": m["value"]})
     return validate_turns(turns, "conversations")
 
@@ -212,10 +160,10 @@ def exam_prompt(question: str, options: dict[str, str], subject: str | None, mul
 def from_ceval_row(row: dict, subject: str) -> list[dict]:
     for key in ("question", "A", "B", "C", "D", "answer"):
         if row.get(key) is None or not str(row[key]).strip():
-            raise _Bad("missing_field", key, f"C-Eval rows need id,question,A,B,C,D,answer (empty {key})")
+            raise BadRecord("missing_field", key, f"C-Eval rows need id,question,A,B,C,D,answer (empty {key})")
     answer = row["answer"].strip()
     if answer not in ("A", "B", "C", "D"):
-        raise _Bad("bad_answer", "answer", f"answer must be one of A, B, C, D, got {answer!r}")
+        raise BadRecord("bad_answer", "answer", f"answer must be one of A, B, C, D, got {answer!r}")
     reply = f"答案：{answer}"
     explanation = (row.get("explanation") or "").strip()
     if explanation:
@@ -228,10 +176,10 @@ def from_jecqa(obj: dict) -> list[dict]:
     statement = _text(obj, "statement")
     options = obj.get("option_list")
     if not isinstance(options, dict) or not options:
-        raise _Bad("missing_field", "option_list", "expected {A: ..., B: ..., C: ..., D: ...}")
+        raise BadRecord("missing_field", "option_list", "expected {A: ..., B: ..., C: ..., D: ...}")
     answer = obj.get("answer")
     if not isinstance(answer, list) or not answer or any(a not in options for a in answer):
-        raise _Bad("bad_answer", "answer", f"expected a non-empty list of option letters, got {answer!r}")
+        raise BadRecord("bad_answer", "answer", f"expected a non-empty list of option letters, got {answer!r}")
     prompt = exam_prompt(statement, dict(sorted(options.items())), None, multi=True)
     return [{"role": "user", "content": prompt}, {"role": "assistant", "content": "答案：" + "、".join(sorted(answer))}]
 
@@ -249,14 +197,9 @@ def read_sft_source(args: SftSourceArgs, on_bad_record: str, counts: dict) -> li
     samples = []
     for path in _files(args):
         for location, turns in _records(args, path):
-            if isinstance(turns, _Bad):
-                if on_bad_record == "fail":
-                    where = f"{location}: field {turns.field_name!r}" if turns.field_name else location
-                    raise BadRecordError(
-                        f"sft source {args.name!r}: {where}: {turns.reason} ({turns.detail}). Fix the record, or "
-                        "set data.on_bad_record: skip to skip and count bad records."
-                    )
-                counts[f"bad:{turns.reason}"] = counts.get(f"bad:{turns.reason}", 0) + 1
+            if isinstance(turns, BadRecord):
+                fail_or_count(turns, on_bad_record, counts, context=f"sft source {args.name!r}: ", key="bad:{}",
+                              fix="Fix the record, or set data.on_bad_record: skip to skip and count bad records.")
                 continue
             if args.system and turns[0]["role"] != "system":
                 turns = [{"role": "system", "content": args.system}] + turns
@@ -265,38 +208,25 @@ def read_sft_source(args: SftSourceArgs, on_bad_record: str, counts: dict) -> li
 
 
 def _records(args: SftSourceArgs, path: str):
+    """(location, turns or BadRecord) for every record of one file."""
     if args.format == "ceval":
-        subject = ceval_subject(path)
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                reader = csv.DictReader(f)
-                missing = [c for c in ("question", "A", "B", "C", "D", "answer") if c not in (reader.fieldnames or [])]
-                if missing:
-                    yield f"{path}:1", _Bad("missing_field", missing[0],
-                                            f"the header lacks {', '.join(missing)}; expected id,question,A,B,C,D,answer[,explanation]")
-                    return
-                for row in reader:
-                    try:
-                        yield f"{path}:{reader.line_num}", from_ceval_row(row, subject)
-                    except _Bad as bad:
-                        yield f"{path}:{reader.line_num}", bad
-        except UnicodeDecodeError as err:
-            yield f"{path}", _Bad("invalid_utf8", None, f"invalid UTF-8 at byte offset {err.start}")
-        return
-    convert = {"alpaca": from_alpaca, "messages": from_messages, "sharegpt": from_sharegpt, "jecqa": from_jecqa}[
-        args.format]
-    for line, obj in _json_records(path):
-        location = f"{path}:{line}"
-        if isinstance(obj, _Bad):
+        convert, subject = from_ceval_row, ceval_subject(path)
+        records = read_records(path, "csv", csv_columns=CEVAL_COLUMNS)
+    else:
+        convert = {"alpaca": from_alpaca, "messages": from_messages, "sharegpt": from_sharegpt,
+                   "jecqa": from_jecqa}[args.format]
+        records = read_records(path, "jsonl" if path.endswith(".jsonl") else "json")
+    for location, obj, _ in records:
+        if isinstance(obj, BadRecord):
             yield location, obj
             continue
         if not isinstance(obj, dict):
-            yield location, _Bad("malformed_json", None, f"expected an object, got {type(obj).__name__}")
+            yield location, BadRecord("malformed_json", None, f"expected an object, got {type(obj).__name__}", location)
             continue
         try:
-            yield location, convert(obj)
-        except _Bad as bad:
-            yield location, bad
+            yield location, convert(obj, subject) if args.format == "ceval" else convert(obj)
+        except BadRecord as bad:
+            yield location, bad.at(location)
 
 
 def mix_sft_sources(per_source: dict[str, list[Sample]], sources: list[SftSourceArgs], seed: int):

@@ -26,7 +26,8 @@ import json
 import shutil
 from pathlib import Path
 
-from .convert import Bad, ConvertReport, iter_file_records, raise_or_count
+from .convert import ConvertReport
+from .records import BadRecord, read_records
 
 SPLIT_NAMES = {"dev": "dev", "val": "val", "validation": "val", "test": "test", "train": "train"}
 CEVAL_COLUMNS = ("id", "question", "A", "B", "C", "D", "answer", "explanation")
@@ -40,14 +41,14 @@ def _heldout(question_id: str, fraction: float) -> bool:
 
 def _check_jecqa(record) -> str:
     if not isinstance(record, dict):
-        raise Bad("unknown_shape", None, f"expected a JEC-QA object, got {type(record).__name__}")
+        raise BadRecord("unknown_shape", None, f"expected a JEC-QA object, got {type(record).__name__}")
     for key in ("id", "statement", "option_list", "answer"):
         if key not in record:
-            raise Bad("missing_field", key, "JEC-QA records are {id, statement, option_list, answer, ...}")
+            raise BadRecord("missing_field", key, "JEC-QA records are {id, statement, option_list, answer, ...}")
     options, answer = record["option_list"], record["answer"]
     if not isinstance(options, dict) or not isinstance(answer, list) or not answer or \
             any(a not in options for a in answer):
-        raise Bad("bad_answer", "answer", f"expected a non-empty list of keys of option_list, got {answer!r}")
+        raise BadRecord("bad_answer", "answer", f"expected a non-empty list of keys of option_list, got {answer!r}")
     return str(record["id"])
 
 
@@ -65,14 +66,14 @@ def split_jecqa(files: list[str], out: str, fraction: float, report: ConvertRepo
     buffers = {}
     for path in files:
         parts = {"train": io.StringIO(), "heldout": io.StringIO()}
-        for location, record in iter_file_records(path):
+        for location, record, _ in read_records(path):
             report.records_read += 1
             try:
-                if isinstance(record, Bad):
+                if isinstance(record, BadRecord):
                     raise record
                 qid = _check_jecqa(record)
-            except Bad as bad:
-                raise_or_count(bad, location, report, on_bad_record)
+            except BadRecord as bad:
+                report.bad(bad.at(location), on_bad_record)
                 continue
             if qid in seen:
                 report.drop("duplicate", location)

@@ -27,18 +27,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .conversations import _Bad, validate_turns
-from .convert import Bad, ConvertReport, JsonlWriter, raise_or_count
+from .conversations import validate_turns
+from .convert import ConvertReport, write_converted
+from .records import BadRecord
 
 CLIENT, LAWYER = "[客户]", "[律师]"
 
 
 def _text(obj: dict, key: str, where: str | None = None) -> str:
     if key not in obj:
-        raise Bad("missing_field", where or key, f"record has fields {', '.join(sorted(map(str, obj)))}")
+        raise BadRecord("missing_field", where or key, f"record has fields {', '.join(sorted(map(str, obj)))}")
     value = obj[key]
     if not isinstance(value, str):
-        raise Bad("non_string_field", where or key, f"expected a string, got {type(value).__name__}")
+        raise BadRecord("non_string_field", where or key, f"expected a string, got {type(value).__name__}")
     return value
 
 
@@ -46,43 +47,43 @@ def _context(items: Any, key: str) -> str:
     if items is None:
         return ""
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-        raise Bad("non_string_field", key, "expected a list of law-article strings")
+        raise BadRecord("non_string_field", key, "expected a list of law-article strings")
     return "相关法条：\n" + "\n".join(x.strip() for x in items) + "\n\n" if items else ""
 
 
 def lawyer_llama_turns(obj: Any, context: str) -> list[dict]:
     if isinstance(obj, list):  # [{"instruction", "input", "output"}, ...]: one exchange per item
         if not obj:
-            raise Bad("missing_field", "[0]", "an empty list of turns")
+            raise BadRecord("missing_field", "[0]", "an empty list of turns")
         turns = []
         for i, pair in enumerate(obj):
             if not isinstance(pair, dict):
-                raise Bad("unknown_shape", f"[{i}]", f"expected an object, got {type(pair).__name__}")
+                raise BadRecord("unknown_shape", f"[{i}]", f"expected an object, got {type(pair).__name__}")
             prompt = _text(pair, "instruction", f"[{i}].instruction")
             extra = pair.get("input") or ""
             if not isinstance(extra, str):
-                raise Bad("non_string_field", f"[{i}].input", "expected a string")
+                raise BadRecord("non_string_field", f"[{i}].input", "expected a string")
             turns += [{"role": "user", "content": prompt + ("\n" + extra if extra.strip() else "")},
                       {"role": "assistant", "content": _text(pair, "output", f"[{i}].output")}]
         return turns
     if not isinstance(obj, dict):
-        raise Bad("unknown_shape", None, f"expected a list of turns or an object, got {type(obj).__name__}")
+        raise BadRecord("unknown_shape", None, f"expected a list of turns or an object, got {type(obj).__name__}")
     prefix = _context(obj.get("laws"), "laws") if context == "prepend" else ""
     if "history" in obj:  # multi-turn consultation: "[客户] ..." / "[律师] ..." strings
         history = obj["history"]
         if not isinstance(history, list) or not history:
-            raise Bad("missing_field", "history", "expected a non-empty list of '[客户] ...'/'[律师] ...' strings")
+            raise BadRecord("missing_field", "history", "expected a non-empty list of '[客户] ...'/'[律师] ...' strings")
         turns = []
         for i, line in enumerate(history):
             if not isinstance(line, str):
-                raise Bad("non_string_field", f"history[{i}]", "expected a string")
+                raise BadRecord("non_string_field", f"history[{i}]", "expected a string")
             line = line.strip()
             if line.startswith(CLIENT):
                 role, content = "user", line[len(CLIENT):].strip()
             elif line.startswith(LAWYER):
                 role, content = "assistant", line[len(LAWYER):].strip()
             else:
-                raise Bad("unknown_shape", f"history[{i}]", f"starts with neither {CLIENT} nor {LAWYER}: {line[:20]!r}")
+                raise BadRecord("unknown_shape", f"history[{i}]", f"starts with neither {CLIENT} nor {LAWYER}: {line[:20]!r}")
             turns.append({"role": role, "content": content})
         if turns and turns[0]["role"] == "user":
             turns[0]["content"] = prefix + turns[0]["content"]
@@ -90,16 +91,16 @@ def lawyer_llama_turns(obj: Any, context: str) -> list[dict]:
     if "query" in obj and "response" in obj:
         return [{"role": "user", "content": prefix + _text(obj, "query")},
                 {"role": "assistant", "content": _text(obj, "response")}]
-    raise Bad("unknown_shape", None, f"not a Lawyer LLaMA record (fields: {', '.join(sorted(map(str, obj)))}); "
+    raise BadRecord("unknown_shape", None, f"not a Lawyer LLaMA record (fields: {', '.join(sorted(map(str, obj)))}); "
                                      "expected a list of instruction/input/output, query+response or query+history")
 
 
 def chatlaw_turns(obj: Any, system: str) -> list[dict]:
     if not isinstance(obj, dict):
-        raise Bad("unknown_shape", None, f"expected an object, got {type(obj).__name__}")
+        raise BadRecord("unknown_shape", None, f"expected an object, got {type(obj).__name__}")
     chat = obj.get("chat")
     if not isinstance(chat, list) or not chat:
-        raise Bad("missing_field", "chat", "expected a non-empty list of {咨询者, ChatLAW}")
+        raise BadRecord("missing_field", "chat", "expected a non-empty list of {咨询者, ChatLAW}")
     turns = []
     if system == "keep":
         meta = obj.get("meta_instruction")
@@ -107,7 +108,7 @@ def chatlaw_turns(obj: Any, system: str) -> list[dict]:
             turns.append({"role": "system", "content": meta})
     for i, exchange in enumerate(chat):
         if not isinstance(exchange, dict):
-            raise Bad("unknown_shape", f"chat[{i}]", "expected {咨询者: question, ChatLAW: answer}")
+            raise BadRecord("unknown_shape", f"chat[{i}]", "expected {咨询者: question, ChatLAW: answer}")
         turns += [{"role": "user", "content": _text(exchange, "咨询者", f"chat[{i}].咨询者")},
                   {"role": "assistant", "content": _text(exchange, "ChatLAW", f"chat[{i}].ChatLAW")}]
     return turns
@@ -115,7 +116,7 @@ def chatlaw_turns(obj: Any, system: str) -> list[dict]:
 
 def lawgpt_zh_turns(obj: Any, context: str) -> list[dict]:
     if not isinstance(obj, dict):
-        raise Bad("unknown_shape", None, f"expected an object, got {type(obj).__name__}")
+        raise BadRecord("unknown_shape", None, f"expected an object, got {type(obj).__name__}")
     prefix = _context(obj.get("reference"), "reference") if context == "prepend" else ""
     return [{"role": "user", "content": prefix + _text(obj, "question")},
             {"role": "assistant", "content": _text(obj, "answer")}]
@@ -128,30 +129,9 @@ def convert_instructions(name: str, records: Iterator[tuple[str, Any]], out: str
     to_turns = {"lawyer-llama": lambda o: lawyer_llama_turns(o, context),
                 "chatlaw": lambda o: chatlaw_turns(o, system),
                 "lawgpt-zh": lambda o: lawgpt_zh_turns(o, context)}[name]
-    writer = JsonlWriter(out)
-    ok = False
-    try:
-        for location, record in records:
-            report.records_read += 1
-            if isinstance(record, Bad):
-                raise_or_count(record, location, report, on_bad_record)
-                continue
-            try:
-                turns = to_turns(record)
-                validate_turns(turns, "messages")
-            except Bad as bad:
-                raise_or_count(bad, location, report, on_bad_record)
-                continue
-            except _Bad as bad:  # the SFT reader's own rule: role order, empty turns
-                raise_or_count(Bad(bad.reason, bad.field_name, bad.detail), location, report, on_bad_record)
-                continue
-            writer.write({"messages": turns})
-            report.records_written += 1
-            report.chars_written += sum(len(t["content"]) for t in turns)
-            if max_records is not None and report.records_written >= max_records:
-                report.stopped_by = f"--max-records {max_records:,} reached at {location}"
-                break
-        ok = True
-    finally:
-        writer.close(keep=ok)
-    return report
+
+    def convert(location: str, record):
+        turns = validate_turns(to_turns(record), "messages")  # the SFT reader's own rule: role order, empty turns
+        return {"messages": turns}, sum(len(t["content"]) for t in turns)
+
+    return write_converted(records, out, report, convert, on_bad_record, max_records)

@@ -28,15 +28,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from .packing import PackedSequence, SequenceBuilder
-from .sources import (
-    BadRecordError,
-    RecordValidator,
-    SourceArgs,
-    load_hf_dataset,
-    read_dataset_records,
-    read_file_records,
-    resolve_files,
-)
+from .records import BadRecord, fail_or_count
+from .sources import RecordValidator, SourceArgs, load_hf_dataset, read_dataset_records, read_file_records, resolve_files
 
 
 class SourceExhausted(Exception):
@@ -138,14 +131,10 @@ class SourceStream:
                 if len(texts) >= self.block_size:
                     break
                 continue
-            if record.reason is not None:
-                if self.on_bad_record == "fail":
-                    where = f"{record.location}: field {record.field_name!r}" if record.field_name else record.location
-                    raise BadRecordError(
-                        f"source {self.name!r}: {where}: {record.reason} ({record.detail}). "
-                        "Fix the record, or set data.on_bad_record: skip to skip and count bad records."
-                    )
-                self.stats[f"bad:{record.reason}"] += 1
+            if isinstance(record, BadRecord):
+                fail_or_count(record, self.on_bad_record, self.stats, context=f"source {self.name!r}: ",
+                              fix="Fix the record, or set data.on_bad_record: skip to skip and count bad records.",
+                              key="bad:{}")
                 continue
             if not self.validator.keep(record):
                 self.stats["filtered"] += 1

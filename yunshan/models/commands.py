@@ -11,54 +11,82 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass, field
+
+
+@dataclass
+class InfoArgs:
+    """Arguments of `yunshan model info`."""
+
+    preset_or_path: str = field(metadata={
+        "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny) or a folder with config.json"})
+    json: bool = field(default=False, metadata={"help": "print JSON instead of a table"})
+
+
+@dataclass
+class UpcycleArgs:
+    """Arguments of `yunshan model upcycle` (yunshan.models.pangu_pi.convert.upcycle_checkpoint)."""
+
+    src: str = field(metadata={"help": "folder of a LlamaForCausalLM (save_pretrained)"})
+    dst: str = field(metadata={"help": "output folder (model with remote code, plus the source's tokenizer files)"})
+    siaf_terms: int = field(default=2, metadata={"help": "n, SIAF terms"})
+    aug_shortcuts: int = field(default=1, metadata={"help": "T, augmented shortcuts per layer"})
+    aug_reduction: int = field(default=32, metadata={"help": "r, shortcut bottleneck reduction"})
+    siaf_neighbor_kernel: int = field(default=1, metadata={"help": "neighbour conv kernel (1 = off)"})
+    seed: int = field(default=0, metadata={"help": "seed for the shortcuts' W1"})
+
+
+@dataclass
+class ImportGgufArgs:
+    """Arguments of `yunshan model import-gguf` (yunshan.models.gguf.import_gguf)."""
+
+    gguf_file: str = field(metadata={"help": "the .gguf file (quantised files are dequantised to float32)"})
+    out: str = field(metadata={"help": "output folder (written only when the whole import succeeded)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace a non-empty output folder"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from yunshan.flags import add_flags
+
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
-    info = sub.add_parser("info", help="parameter counts by part of a preset or a model folder")
-    info.add_argument(
-        "preset_or_path",
-        help="a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny) or a folder with config.json",
-    )
-    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    up = sub.add_parser("upcycle", help="LLaMA checkpoint -> PanGu-π with unchanged logits at step 0")
-    up.add_argument("src", help="folder of a LlamaForCausalLM (save_pretrained)")
-    up.add_argument("dst", help="output folder (model with remote code, plus the source's tokenizer files)")
-    up.add_argument("--siaf-terms", type=int, default=2, help="n, SIAF terms (default 2)")
-    up.add_argument("--aug-shortcuts", type=int, default=1, help="T, augmented shortcuts per layer (default 1)")
-    up.add_argument("--aug-reduction", type=int, default=32, help="r, shortcut bottleneck reduction (default 32)")
-    up.add_argument("--siaf-neighbor-kernel", type=int, default=1, help="neighbour conv kernel (1 = off)")
-    up.add_argument("--seed", type=int, default=0, help="seed for the shortcuts' W1")
-    imp = sub.add_parser("import-gguf", help="a GGUF file -> a plain HF model folder (float32 safetensors, tokenizer)")
-    imp.add_argument("gguf_file", help="the .gguf file (quantised files are dequantised to float32)")
-    imp.add_argument("out", help="output folder (written only when the whole import succeeded)")
-    imp.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    add_flags(sub.add_parser("info", help="parameter counts by part of a preset or a model folder"), InfoArgs,
+              positional={"preset_or_path": "PRESET_OR_PATH"})
+    add_flags(sub.add_parser("upcycle", help="LLaMA checkpoint -> PanGu-π with unchanged logits at step 0"),
+              UpcycleArgs, positional={"src": "SRC", "dst": "DST"})
+    add_flags(sub.add_parser("import-gguf", help="a GGUF file -> a plain HF model folder (float32 safetensors, "
+                                                 "tokenizer)"), ImportGgufArgs,
+              positional={"gguf_file": "GGUF_FILE", "out": "OUT"})
 
 
 def run(args: argparse.Namespace) -> int:
-    import yunshan  # noqa: F401  (registers the architectures)
+    from yunshan.flags import from_flags
+    from yunshan.models import register_architectures
 
+    register_architectures()
     if args.model_command == "info":
         from .info import count_parameters_by_part, format_parameter_table, load_config
 
-        config = load_config(args.preset_or_path)
+        a = from_flags(InfoArgs, args)
+        config = load_config(a.preset_or_path)
         parts = count_parameters_by_part(config)
-        if args.json:
-            print(json.dumps({"model": str(args.preset_or_path), "model_type": config.model_type, **parts}, indent=2))
+        if a.json:
+            print(json.dumps({"model": str(a.preset_or_path), "model_type": config.model_type, **parts}, indent=2))
         else:
-            print(format_parameter_table(f"{args.preset_or_path} ({config.model_type})", parts))
+            print(format_parameter_table(f"{a.preset_or_path} ({config.model_type})", parts))
         return 0
     if args.model_command == "import-gguf":
         from .gguf import import_gguf
 
-        import_gguf(args.gguf_file, args.out, overwrite=args.overwrite)
+        a = from_flags(ImportGgufArgs, args)
+        import_gguf(a.gguf_file, a.out, overwrite=a.overwrite)
         return 0
     from .pangu_pi.convert import upcycle_checkpoint
 
+    a = from_flags(UpcycleArgs, args)
     model = upcycle_checkpoint(
-        args.src, args.dst, siaf_terms=args.siaf_terms, aug_shortcuts=args.aug_shortcuts,
-        aug_reduction=args.aug_reduction, siaf_neighbor_kernel=args.siaf_neighbor_kernel, seed=args.seed,
+        a.src, a.dst, siaf_terms=a.siaf_terms, aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
+        siaf_neighbor_kernel=a.siaf_neighbor_kernel, seed=a.seed,
     )
     total = sum(p.numel() for p in model.parameters())
-    print(f"wrote {args.dst}: PanGu-π with {total:,} parameters (n={args.siaf_terms}, T={args.aug_shortcuts})")
+    print(f"wrote {a.dst}: PanGu-π with {total:,} parameters (n={a.siaf_terms}, T={a.aug_shortcuts})")
     return 0

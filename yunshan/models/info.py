@@ -14,8 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedConfig
 
-from .otce.configuration_otce import OTCE_PRESETS, OtceConfig
-from .pangu_pi.configuration_pangu_pi import PANGU_PI_PRESETS, PanguPiConfig
+from . import preset_config, presets
 
 PARTS = (
     "embeddings", "attention", "ssm", "ffn", "router", "experts", "shared_experts", "expresser", "siaf",
@@ -23,11 +22,6 @@ PARTS = (
 )
 # OTCE's Expresser parts sit directly on the layer (`layers.N.dense`); other models' `attention.dense` does not match.
 EXPRESSER_NAME = re.compile(r"\.layers\.\d+\.(dense|projection|pre_dense_layernorm)\.")
-# Every preset name yunshan knows, with the config class that builds it.
-PRESETS = {
-    **{name: PanguPiConfig for name in PANGU_PI_PRESETS},
-    **{name: OtceConfig for name in OTCE_PRESETS},
-}
 
 
 def part_of(name: str) -> str:
@@ -63,12 +57,13 @@ def part_of(name: str) -> str:
 
 def load_config(preset_or_path: str | os.PathLike) -> PreTrainedConfig:
     """A config from a preset name (PanGu-π or OTCE) or a model folder holding config.json."""
-    if str(preset_or_path) in PRESETS:
-        return PRESETS[str(preset_or_path)].from_preset(str(preset_or_path))
+    known = presets()
+    if str(preset_or_path) in known:
+        return preset_config(str(preset_or_path))
     path = Path(preset_or_path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
-            f"{preset_or_path}: neither a preset ({', '.join(PRESETS)}) nor a folder with config.json"
+            f"{preset_or_path}: neither a preset ({', '.join(known)}) nor a folder with config.json"
         )
     return AutoConfig.from_pretrained(path, trust_remote_code=False)
 

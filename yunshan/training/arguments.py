@@ -1,19 +1,129 @@
-"""transformers' TrainingArguments from a recipe's `training` section, shared by `yunshan cpt` and `yunshan sft`."""
+"""The recipe sections `yunshan cpt` and `yunshan sft` share (model, tokenizer, training, lora), and transformers'
+TrainingArguments built from the `training` section.
+
+    yunshan cpt --config RECIPE.yaml model.name_or_path=models/base training.learning_rate=1e-4 lora.enabled=true
+
+Each section is a dataclass with help on every field; the stage recipes (yunshan.training.cpt.CptArgs,
+yunshan.training.sft.SftArgs) and the pipeline (yunshan.pipeline) are trees of these, loaded by yunshan.recipe.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 
-from yunshan.training.checkpoints import COMPLETE, latest_complete_checkpoint
+@dataclass
+class ModelArgs:
+    """The model to train."""
+
+    name_or_path: str | None = field(
+        default=None, metadata={"help": "folder of any HF causal LM (save_pretrained); offline, nothing downloads"})
+    preset: str | None = field(
+        default=None, metadata={"help": "instead of a folder: build a PanGu-π from a preset (pangu-pi-1b, tiny, ...)"})
+    config_overrides: dict | None = field(
+        default=None, metadata={"help": "config fields to change when building from a preset"})
+    init_seed: int = field(default=0, metadata={"help": "seed for the initial weights of a preset model"})
+    dtype: str = field(default="float32", metadata={"help": "dtype to load weights in: float32, bfloat16, float16, auto"})
+    attn_implementation: str = field(default="sdpa", metadata={"help": "eager or sdpa (or any transformers backend)"})
+    trust_remote_code: bool = field(default=False, metadata={"help": "allow a model folder's own modeling code"})
+
+    def __post_init__(self):
+        if (self.name_or_path is None) == (self.preset is None):
+            raise ValueError("give exactly one of model.name_or_path or model.preset")
+        if self.dtype not in ("float32", "bfloat16", "float16", "auto"):
+            raise ValueError(f"model.dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
+
+@dataclass
+class TokenizerArgs:
+    path: str | None = field(default=None, metadata={"help": "tokenizer folder (default: the model folder)"})
+    base_path: str | None = field(
+        default=None,
+        metadata={"help": "the model's original tokenizer, for subword-mean initialisation of new rows "
+                          "(default: the model folder when it holds a tokenizer)"})
+    new_row_init: str = field(default="subword_mean", metadata={
+        "help": "first value of each new embedding row: subword_mean (the mean of its pieces' rows, FVT), mean, "
+                "random (tokenizer/README.md has the measured comparison)"})
+
+    def __post_init__(self):
+        if self.new_row_init not in ("subword_mean", "mean", "random"):
+            raise ValueError(f"tokenizer.new_row_init must be subword_mean, mean or random, got {self.new_row_init!r}")
+
+
+@dataclass
+class TrainArgs:
+    """Optimisation, schedule, checkpoints and logging (transformers' Trainer underneath)."""
+
+    output_dir: str = field(default="runs/cpt", metadata={"help": "run folder: model, logs, checkpoints"})
+    max_steps: int = field(default=1000, metadata={"help": "optimizer steps"})
+    per_device_batch_size: int = field(default=8, metadata={"help": "sequences per process per micro-step"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-steps per optimizer step"})
+    learning_rate: float = field(default=1e-4, metadata={"help": "peak learning rate"})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine decays to learning_rate * min_lr_ratio"})
+    lr_scheduler: str = field(default="cosine", metadata={"help": "cosine (to min_lr_ratio), linear or constant"})
+    warmup_steps: int = field(default=0, metadata={"help": "linear warm-up steps"})
+    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1 (paper: 0.9)"})
+    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (paper: 0.95)"})
+    adam_epsilon: float = field(default=1e-8, metadata={"help": "AdamW epsilon"})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations to save memory"})
+    precision: str = field(default="auto", metadata={"help": "auto (bf16 where the hardware has it), fp32, bf16, fp16"})
+    logging_steps: int = field(default=10, metadata={"help": "log every N steps"})
+    save_steps: int = field(default=500, metadata={"help": "checkpoint every N steps"})
+    save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
+    resume: str = field(default="auto", metadata={"help": "auto (newest complete checkpoint, if any), never, or a path"})
+    seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
+    tensorboard: bool = field(default=False, metadata={"help": "also log to TensorBoard (output_dir/tensorboard)"})
+    epochs: float | None = field(
+        default=None, metadata={"help": "SFT only: passes over the data; when set, max_steps is computed from it"})
+    neftune_noise_alpha: float | None = field(
+        default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
+    deepspeed: str | None = field(default=None, metadata={"help": "DeepSpeed JSON config (with accelerate launch)"})
+    fsdp: str | None = field(default=None, metadata={"help": "FSDP options for transformers (e.g. 'full_shard auto_wrap')"})
+    fsdp_config: dict | None = field(default=None, metadata={"help": "FSDP config mapping for transformers"})
+
+    def __post_init__(self):
+        if self.lr_scheduler not in ("cosine", "linear", "constant"):
+            raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
+        for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise ValueError(f"training.precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
+
+
+@dataclass
+class LoraArgs:
+    """LoRA adapters (PEFT) instead of full fine-tuning, with the new vocabulary rows trainable."""
+
+    enabled: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
+    r: int = field(default=16, metadata={"help": "LoRA rank"})
+    alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
+    dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
+    target_modules: list[str] | None = field(
+        default=None, metadata={"help": "module names to adapt (default: every linear layer but lm_head)"})
+    new_token_training: str = field(
+        default="auto", metadata={"help": "for an extended vocabulary: auto, rows (whole embed_tokens/lm_head), "
+                                          "indices (only the new rows), none"})
+    indices_threshold: int = field(default=512, metadata={"help": "auto: up to this many new tokens -> indices"})
+
+    def __post_init__(self):
+        if self.new_token_training not in ("auto", "rows", "indices", "none"):
+            raise ValueError(f"lora.new_token_training must be auto, rows, indices or none, got "
+                             f"{self.new_token_training!r}")
+
+
+# ---------------------------------------------------------------- transformers' TrainingArguments
 
 
 def resolve_resume(resume: str, ckpt_dir: Path) -> Path | None:
     """The checkpoint `training.resume` names: `auto` = the newest complete one (or none), `never` = none, else a
     path that must hold a complete checkpoint."""
+    from yunshan.training.checkpoints import COMPLETE, latest_complete_checkpoint
+
     if resume == "auto":
         return latest_complete_checkpoint(ckpt_dir)
     if resume == "never":
@@ -27,6 +137,7 @@ def resolve_resume(resume: str, ckpt_dir: Path) -> Path | None:
 def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precision: str, rank_zero: bool,
                        **extra):
     """TrainingArguments for the recipe's `training` section; `extra` adds the stage's own fields."""
+    import torch
     from transformers import TrainingArguments
 
     if train.tensorboard:

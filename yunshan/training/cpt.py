@@ -1,7 +1,7 @@
 """`yunshan cpt`: continual pretraining on domain corpora mixed with replayed general data, in tokens.
 
-    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml
-    yunshan cpt --config recipes/pangu-pi-1b_cpt_full.yaml training.max_steps=100 data.seq_len=1024
+    yunshan cpt --config recipes/pangu-pi-7b_cpt_full.yaml
+    yunshan cpt --config recipes/pangu-pi-7b_cpt_full.yaml training.max_steps=100 data.seq_len=1024
     accelerate launch --config_file recipes/accelerate/ddp.yaml -m yunshan.cli cpt --config RECIPE.yaml
 
 The data path, top to bottom: each source is read and validated (yunshan.data.sources), tokenised in blocks and
@@ -18,19 +18,75 @@ import argparse
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from yunshan.data.sources import SourceArgs
+from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
+from yunshan.training.embedding_warmup import EmbeddingWarmupArgs
+
+
+@dataclass
+class CptDataArgs:
+    """The mixture: sources with token weights, packed into fixed-length sequences."""
+
+    sources: list[SourceArgs] = field(default_factory=list, metadata={"help": "corpus sources with weights"})
+    seq_len: int = field(default=2048, metadata={"help": "tokens per packed training sequence"})
+    document_mask: bool = field(
+        default=False, metadata={"help": "restart positions per document and keep attention inside documents"})
+    chunk_tokens: int | None = field(
+        default=None, metadata={"help": "longest piece taken from one source at a time (default seq_len / 4); "
+                                        "the token ratio holds to within 2 * chunk_tokens over any stretch"})
+    block_size: int = field(default=1024, metadata={"help": "documents read, tokenised and shuffled together"})
+    on_bad_record: str = field(default="fail", metadata={"help": "fail (stop with file, line, field) or skip (count)"})
+    dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents (content hash), counted"})
+    add_bos: str = field(default="auto", metadata={"help": "BOS before each document: auto (if the tokenizer "
+                                                           "adds one by default), true or false"})
+    seed: int = field(default=0, metadata={"help": "seed of the data order (shuffles, mixing)"})
+
+    def __post_init__(self):
+        if self.on_bad_record not in ("fail", "skip"):
+            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
+        if self.seq_len < 8:
+            raise ValueError(f"data.seq_len must be >= 8, got {self.seq_len}")
+        if self.add_bos not in ("auto", "true", "false", True, False):
+            raise ValueError(f"data.add_bos must be auto, true or false, got {self.add_bos!r}")
+
+
+@dataclass
+class MonitorArgs:
+    """The forgetting monitor: held-out bits per character during training."""
+
+    every_steps: int = field(default=100, metadata={"help": "measure every N steps (0 = only at start and end)"})
+    general: list[str] = field(default_factory=list, metadata={"help": "held-out general text files"})
+    domain: list[str] = field(default_factory=list, metadata={"help": "held-out domain text files"})
+    max_chars: int = field(default=20000, metadata={"help": "characters of each held-out set to score"})
+    max_length: int | None = field(default=None, metadata={"help": "scoring window (default data.seq_len)"})
+
+
+@dataclass
+class CptArgs:
+    """Continual pretraining: `yunshan cpt --config RECIPE.yaml [key=value ...]`."""
+
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    data: CptDataArgs = field(default_factory=CptDataArgs)
+    training: TrainArgs = field(default_factory=TrainArgs)
+    lora: LoraArgs = field(default_factory=LoraArgs)
+    monitor: MonitorArgs = field(default_factory=MonitorArgs)
+    warmup: EmbeddingWarmupArgs = field(default_factory=EmbeddingWarmupArgs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="recipe YAML (see recipes/)")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.max_steps=100")
-    parser.add_argument("--dry-run", action="store_true", help="validate the recipe, sources and model; no training")
+    from yunshan.flags import add_recipe_flags
+
+    add_recipe_flags(parser, "training.max_steps=100", "validate the recipe, sources and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.recipe import CptRecipe, load_recipe
+    from yunshan.flags import recipe_from_flags
 
-    recipe = load_recipe(CptRecipe, args.config, args.overrides)
+    recipe = recipe_from_flags(CptArgs, args)
     result = run_cpt(recipe, dry_run=args.dry_run)
     if args.dry_run:
         print(json.dumps(result, indent=2))
@@ -81,7 +137,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
     from transformers import default_data_collator, set_seed
 
-    from yunshan.recipe import save_recipe
+    from yunshan.artifacts import write_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after
     from yunshan.training.embedding_warmup import WarmupController, fit_new_rows, new_row_parameters
@@ -162,7 +218,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         model = apply_lora(model, recipe.lora, new_ids)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
-        save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
     if resume_from is not None:
         stream.load_state(resume_from)
@@ -215,15 +271,15 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         final.save_pretrained(out)
         tokenizer.save_pretrained(out)
         report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
-        report["precision"] = {"value": precision, "reason": precision_reason}
+        report.precision = {"value": precision, "reason": precision_reason}
         if new_ids:
-            report["new_tokens"] = len(new_ids)
+            report.new_tokens = len(new_ids)
             cost_file = out / "extension_cost.json"
             if cost_file.is_file():
-                report["extension_cost"] = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
+                report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
         if controller is not None:
-            report["embedding_warmup"] = {**controller.report(tokens_per_step), "fit": fit_report}
-        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+            report.embedding_warmup = {**controller.report(tokens_per_step), "fit": fit_report}
+        report.write(out)
         if monitor is not None:
             summary["bpc"] = monitor.history
         plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}")
@@ -285,34 +341,28 @@ def _cost_with_step0(cost: dict, log_path: Path) -> dict:
     return cost
 
 
-def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int) -> dict:
+def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int):
     """Tokens per source actually trained on (exact, from the stream state at the last step), documents read and
-    drops per reason (as read so far), the seed and the source definitions."""
+    drops per reason (as read so far), the seed and the source definitions: the run's DataReport."""
+    from yunshan.artifacts import CptSourceReport, DataReport
+
     state = stream.state_before(trained_sequences)
     live = stream.mixer.report()
     total = sum(state["emitted"].values()) or 1
     sources = {}
     for source in recipe.data.sources:
         name = source.name
-        sources[name] = {
-            "weight": live["sources"][name]["weight"],
-            "tokens_trained": state["emitted"][name],
-            "token_share": state["emitted"][name] / total,
-            "documents_read": live["sources"][name]["documents_read"],
-            "epochs_completed": live["sources"][name]["epochs_completed"],
-            "dropped": live["sources"][name]["dropped"],
-            "path": source.path if source.path is not None else source.dataset,
-        }
-    return {
-        "steps": steps,
-        "sequences": trained_sequences,
-        "seq_len": recipe.data.seq_len,
-        "tokens_trained": sum(state["emitted"].values()),
-        "tokens_per_step": tokens_per_step,
-        "seed": recipe.data.seed,
-        "on_bad_record": recipe.data.on_bad_record,
-        "dedup": recipe.data.dedup,
-        "document_mask": recipe.data.document_mask,
-        "sources": sources,
-    }
-
+        sources[name] = CptSourceReport(
+            weight=live["sources"][name]["weight"],
+            tokens_trained=state["emitted"][name],
+            token_share=state["emitted"][name] / total,
+            documents_read=live["sources"][name]["documents_read"],
+            epochs_completed=live["sources"][name]["epochs_completed"],
+            dropped=live["sources"][name]["dropped"],
+            path=source.path if source.path is not None else source.dataset,
+        )
+    return DataReport(
+        kind="cpt", steps=steps, sequences=trained_sequences, seq_len=recipe.data.seq_len,
+        tokens_trained=sum(state["emitted"].values()), tokens_per_step=tokens_per_step, seed=recipe.data.seed,
+        on_bad_record=recipe.data.on_bad_record, dedup=recipe.data.dedup, document_mask=recipe.data.document_mask,
+        sources=sources)

@@ -60,20 +60,17 @@ def load_model(model_args, vocab_size: int | None = None):
 
 
 def preset_config(model_args, vocab_size: int | None = None):
-    """The config of a named preset (PanGu-π: pangu-pi-7b, pangu-pi-1b, tiny; OTCE: otce-1b, otce-281m,
-    otce-tiny) with the recipe's overrides; vocab_size defaults to the tokenizer's."""
-    from yunshan.models.otce import OTCE_PRESETS, OtceConfig
-    from yunshan.models.pangu_pi import PANGU_PI_PRESETS, PanguPiConfig
+    """The config of the preset `model.preset` names (yunshan.models.presets: PanGu-π pangu-pi-7b, pangu-pi-1b,
+    tiny; OTCE otce-1b, otce-281m, otce-tiny) with the recipe's overrides; vocab_size defaults to the tokenizer's."""
+    from yunshan.models import preset_config as build
+    from yunshan.models import presets
 
+    if model_args.preset not in presets():
+        raise ValueError(f"model.preset {model_args.preset!r} is not a preset; valid: {', '.join(presets())}")
     overrides = dict(model_args.config_overrides or {})
     if vocab_size is not None:
         overrides.setdefault("vocab_size", vocab_size)
-    if model_args.preset in OTCE_PRESETS:
-        return OtceConfig.from_preset(model_args.preset, **overrides)
-    if model_args.preset in PANGU_PI_PRESETS:
-        return PanguPiConfig.from_preset(model_args.preset, **overrides)
-    raise ValueError(f"model.preset {model_args.preset!r} is not a preset; valid: "
-                     f"{', '.join([*PANGU_PI_PRESETS, *OTCE_PRESETS])}")
+    return build(model_args.preset, **overrides)
 
 
 def describe_model(model_args, vocab_size: int | None = None) -> dict:

@@ -18,23 +18,25 @@ from transformers import TrainerCallback
 
 
 def read_heldout(paths: list[str], max_chars: int) -> list[str]:
-    """Documents of held-out text files (blank-line separated paragraphs; .jsonl: the `text` field), at most
-    `max_chars` characters in all (whole documents, in file order)."""
+    """Documents of held-out text files, read as every corpus is (yunshan.data.records: .txt one document per
+    paragraph, .jsonl/.json the `text` field), at most `max_chars` characters in all (whole documents, in file
+    order)."""
+    from yunshan.data.records import BadRecord, read_records
+
     docs, total = [], 0
     for path in paths:
-        p = Path(path)
-        if not p.is_file():
+        if not Path(path).is_file():
             raise FileNotFoundError(f"held-out file {path} does not exist")
-        raw = p.read_text(encoding="utf-8")
-        if p.suffix == ".jsonl":
-            items = [json.loads(line)["text"] for line in raw.splitlines() if line.strip()]
-        else:
-            items = [part.strip("\n") for part in raw.split("\n\n") if part.strip()]
-        for text in items:
+        for location, record, _ in read_records(str(path)):
+            if isinstance(record, BadRecord):
+                raise ValueError(f"held-out text: {record.describe()}")
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                raise ValueError(f"held-out text: {location}: field 'text': missing_field (a record needs a text "
+                                 "string)")
             if total >= max_chars:
                 return docs
-            docs.append(text)
-            total += len(text)
+            docs.append(record["text"])
+            total += len(record["text"])
     if not docs:
         raise ValueError(f"held-out files {paths} hold no text")
     return docs

@@ -1,6 +1,6 @@
 """`yunshan sft`: one stage of instruction tuning on general and domain instructions shuffled together.
 
-    yunshan sft --config recipes/pangu-pi-1b_sft_full.yaml
+    yunshan sft --config recipes/pangu-pi-7b_sft_full.yaml
     yunshan sft --config RECIPE.yaml training.epochs=3 data.packing=true lora.enabled=true
 
 Top to bottom: every source is read in its declared format and validated (yunshan.data.conversations), weighted
@@ -19,21 +19,59 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from yunshan.data.conversations import SftSourceArgs
+from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
+
+
+@dataclass
+class SftDataArgs:
+    """The SFT mixture: instruction sources shuffled into one training set."""
+
+    sources: list[SftSourceArgs] = field(default_factory=list, metadata={"help": "instruction sources"})
+    max_length: int = field(default=2048, metadata={"help": "tokens per sample (per packed row with packing)"})
+    overlong: str = field(
+        default="truncate_prompt",
+        metadata={"help": "a sample longer than max_length: truncate_prompt (drop the oldest turns; never cut "
+                          "inside a trained answer) or drop; both counted"})
+    packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
+    on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
+    max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
+
+    def __post_init__(self):
+        if self.overlong not in ("truncate_prompt", "drop"):
+            raise ValueError(f"data.overlong must be truncate_prompt or drop, got {self.overlong!r}")
+        if self.on_bad_record not in ("fail", "skip"):
+            raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
+
+
+@dataclass
+class SftArgs:
+    """Single-stage mixed SFT: `yunshan sft --config RECIPE.yaml [key=value ...]`."""
+
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    data: SftDataArgs = field(default_factory=SftDataArgs)
+    training: TrainArgs = field(default_factory=lambda: TrainArgs(output_dir="runs/sft", learning_rate=2e-5,
+                                                                  weight_decay=0.0))
+    lora: LoraArgs = field(default_factory=LoraArgs)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="recipe YAML (see recipes/)")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.epochs=2")
-    parser.add_argument("--dry-run", action="store_true", help="validate recipe, data and model; no training")
+    from yunshan.flags import add_recipe_flags
+
+    add_recipe_flags(parser, "training.epochs=2", "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.recipe import SftRecipe, load_recipe
+    from yunshan.flags import recipe_from_flags
 
-    recipe = load_recipe(SftRecipe, args.config, args.overrides)
+    recipe = recipe_from_flags(SftArgs, args)
     result = run_sft(recipe, dry_run=args.dry_run)
     if args.dry_run:
         print(json.dumps(result, indent=2, ensure_ascii=False))
@@ -56,7 +94,8 @@ class SftDataset(torch.utils.data.Dataset):
 def build_sft_data(recipe, tokenizer):
     """Read, mix, render, fit and (optionally) pack the recipe's instruction data.
 
-    Returns (rows, held-out samples, report)."""
+    Returns (rows, held-out samples, the DataReport)."""
+    from yunshan.artifacts import DataReport, SftSourceReport
     from yunshan.data.chat import encode_conversation, fit_to_length
     from yunshan.data.conversations import mix_sft_sources, read_sft_source
     from yunshan.data.packing import best_fit_pack
@@ -115,20 +154,12 @@ def build_sft_data(recipe, tokenizer):
     else:
         rows = [{k: s[k] for k in ("input_ids", "labels", "source_ids")} for s in samples]
     real_tokens = sum(len(r["input_ids"]) for r in rows)
-    report = {
-        "sources": {
-            name: {"read": read_counts[name], **composition[name], "dropped": drops[name],
-                   "share_of_samples": composition[name]["samples"] / len(samples)}
-            for name in names
-        },
-        "samples": len(samples),
-        "rows": len(rows),
-        "packing": data.packing,
-        "real_tokens": real_tokens,
-        "heldout_prompts": len(heldout),
-        "seed": data.seed,
-        "end_of_turn_ids": sorted(end_markers),
-    }
+    report = DataReport(
+        kind="sft", seed=data.seed, samples=len(samples), rows=len(rows), packing=data.packing,
+        real_tokens=real_tokens, heldout_prompts=len(heldout), end_of_turn_ids=sorted(end_markers),
+        sources={name: SftSourceReport(read=read_counts[name], **composition[name], dropped=drops[name],
+                                       share_of_samples=composition[name]["samples"] / len(samples))
+                 for name in names})
     return rows, heldout, report
 
 
@@ -232,7 +263,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from transformers import set_seed
 
     from yunshan.data.chat import ensure_chat_template
-    from yunshan.recipe import save_recipe
+    from yunshan.artifacts import write_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
@@ -267,28 +298,28 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     max_steps = train.max_steps
     if train.epochs is not None:
         max_steps = max(1, math.ceil(train.epochs * len(rows) / rows_per_step))
-    real = report["real_tokens"]
+    real = report.real_tokens
     if recipe.data.packing:
-        report["non_padding_share"] = real / (len(rows) * recipe.data.max_length)
+        report.non_padding_share = real / (len(rows) * recipe.data.max_length)
     if dry_run:  # no weights are loaded
         from yunshan.training.models import describe_model
 
-        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report["samples"],
+        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report.samples,
                 "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
-                "sources": report["sources"], "precision": precision}
+                "sources": report.to_json()["sources"], "precision": precision}
 
     model = load_model(recipe.model, vocab_size=len(tokenizer))
     new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    report["precision"] = {"value": precision, "reason": precision_reason}
+    report.precision = {"value": precision, "reason": precision_reason}
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
     resume_from = resolve_resume(train.resume, ckpt_dir)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
-        save_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
-        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report['samples']} samples in "
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
               f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
 
@@ -314,7 +345,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
             final = final.merge_and_unload()
         final.config.use_cache = True
         # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).
-        stop_ids = sorted({tokenizer.eos_token_id, *report["end_of_turn_ids"]})
+        stop_ids = sorted({tokenizer.eos_token_id, *report.end_of_turn_ids})
         final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
         final.generation_config.pad_token_id = tokenizer.pad_token_id
         final.save_pretrained(out)
@@ -326,8 +357,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         for g in generations:
             print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
                   f"{g['reference'][:120]!r})", flush=True)
-        report["steps"] = trainer.state.global_step
-        (out / "data_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        report.steps = trainer.state.global_step
+        report.write(out)
         plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
         summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
         print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "

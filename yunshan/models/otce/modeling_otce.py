@@ -56,6 +56,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+# Copied from yunshan.models.pangu_pi.modeling_pangu_pi.PanguPiRMSNorm with PanguPi->Otce
 class OtceRMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -126,12 +127,14 @@ class OtceStateRotaryEmbedding(OtceRotaryEmbedding):
         return inv_freq, 1.0
 
 
+# Copied from yunshan.models.pangu_pi.modeling_pangu_pi.rotate_half
 def rotate_half(x):
     x1 = x[..., : x.shape[-1] // 2]
     x2 = x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
+# Copied from yunshan.models.pangu_pi.modeling_pangu_pi.apply_rotary_pos_emb
 def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
@@ -537,6 +540,7 @@ class OtceSparseMoeBlock(nn.Module):
 # ------------------------------------------------------------------------------------------------------ attention
 
 
+# Copied from yunshan.models.pangu_pi.modeling_pangu_pi.repeat_kv
 def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
     batch, num_key_value_heads, slen, head_dim = hidden_states.shape
     if n_rep == 1:
@@ -545,6 +549,7 @@ def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
 
+# Copied from yunshan.models.pangu_pi.modeling_pangu_pi.eager_attention_forward
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,

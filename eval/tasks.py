@@ -1,0 +1,96 @@
+"""The benchmarks `yunshan eval` runs: one registry line each, read by the command, the reports and the model card.
+
+    yunshan eval --model out/base --tasks fineval financeiq bpc       # names are the keys of TASKS
+
+A task names the module that runs and scores it (`format`: ceval.py runs both C-Eval and FinEval, cmmlu.py both
+CMMLU and FinanceIQ). Each such module has `run_task(lm, data, args, chat) -> (result, text files read)`, and may
+have `headline(task, result, data) -> [Metric]` for the numbers a model card shows; a result with an `overall`
+score gets the default headline (`overall_metric`). `yunshan eval` writes every model's headline metrics into
+results.json, so the card shows a benchmark it has never heard of. Adding a benchmark in an existing format is one
+line below; a new format is its module plus one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from yunshan.artifacts import Metric
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str  # the name on the command line
+    format: str  # the module of yunshan.eval that runs and scores it, and the layout of its results
+    title: str  # display name in tables and the model card
+    dataset_type: str  # model-index dataset type: a Hub dataset id where the benchmark's own release is on the Hub
+    metric: str = "accuracy"  # what `overall` measures (accuracy in percent, or a benchmark's own score)
+    needs_data: bool = True  # reads a benchmark folder (NAME=PATH or --data-dir/NAME); else text files
+
+
+TASKS = {t.name: t for t in (
+    Task("fineval", "ceval", "FinEval", "fineval"),
+    Task("ceval", "ceval", "C-Eval", "ceval/ceval-exam"),
+    Task("financeiq", "cmmlu", "FinanceIQ", "financeiq"),
+    Task("cmmlu", "cmmlu", "CMMLU", "haonan-li/cmmlu"),
+    Task("lawbench", "lawbench", "LawBench", "lawbench", metric="score"),
+    Task("jecqa", "jecqa", "JEC-QA", "jec-qa"),
+    Task("bpc", "bpc", "bits per character", "yunshan-heldout", metric="bits_per_character", needs_data=False),
+    Task("compression", "compression", "tokens per character", "yunshan-text", metric="tokens_per_char",
+         needs_data=False),
+    Task("diversity", "diversity", "feature diversity d(eps)", "yunshan-text", metric="effective_dimension",
+         needs_data=False),
+)}
+
+
+def module_of(task: Task):
+    """The module that runs the task."""
+    return importlib.import_module(f"yunshan.eval.{task.format}")
+
+
+def is_sample(path: str | Path | None) -> bool:
+    """Whether a data path lies in the sample data shipped with yunshan (yunshan.samples)."""
+    if not path:
+        return False
+    try:
+        from yunshan.samples import sample_data_dir
+
+        return Path(path).resolve().is_relative_to(Path(sample_data_dir()).resolve())
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+def headline_metrics(task: Task, result: dict, data: str | Path | None) -> list[Metric]:
+    """The numbers a model card shows for one task's result: the module's own `headline`, else `overall`."""
+    module = module_of(task)
+    if hasattr(module, "headline"):
+        return module.headline(task, result, data)
+    if result.get("overall") is not None:
+        return [overall_metric(task, result, data)]
+    return []
+
+
+def overall_metric(task: Task, result: dict, data: str | Path | None) -> Metric:
+    """The overall score of a benchmark, with how it was measured and its model-index entry."""
+    sample = is_sample(data)
+    bits = []
+    if result.get("split"):
+        bits.append(f"{result['split']} split")
+    if result.get("shots") is not None:
+        bits.append(f"{result['shots']}-shot")
+    if result.get("mode"):
+        bits.append("answer likelihood" if result["mode"] == "loglik" else "generated answer")
+    if result.get("limit"):
+        bits.append(f"first {result['limit']} per {'subject' if task.format in ('ceval', 'cmmlu') else 'task'}")
+    if result.get("n"):
+        bits.append(f"{result['n']:,} questions")
+    name = f"{task.title} format, yunshan sample set" if sample else task.title
+    metric_name = f"{task.metric} ({result['shots']}-shot)" if result.get("shots") is not None else task.metric
+    unit = " (%)" if task.metric == "accuracy" else ""
+    return Metric(f"{task.name}/{task.metric}", name, f"{task.metric}{unit}", float(result["overall"]),
+                  detail=", ".join(bits), sample=sample, eval_result=dict(
+                      task_type="text-generation", task_name="Text Generation",
+                      dataset_type=f"yunshan-samples/{task.name}" if sample else task.dataset_type,
+                      dataset_name=name, dataset_split=result.get("split"), metric_type=task.metric,
+                      metric_name=metric_name, metric_value=round(float(result["overall"]), 2)))

@@ -1,0 +1,328 @@
+"""What runs leave beside their outputs, as typed records written and read in this one module.
+
+    from yunshan.artifacts import DataReport, EvalResults, RunManifest
+    manifest = RunManifest.read("runs/demo_tiny/run.json")        # stages, timings, hashes, summaries
+    report = DataReport.read("runs/demo_tiny/03_cpt/data_report.json")
+    results = EvalResults.read("runs/demo_tiny/05_eval_after/results.json")
+
+| file | record | written by | read by |
+|---|---|---|---|
+| run.json | RunManifest (a list of StageRecord) | `yunshan run` | the model card, `yunshan export` |
+| data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
+| results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
+| recipe.yaml | the resolved recipe dataclass (`write_recipe`) | every stage | `yunshan run recipe.yaml` |
+
+Each record has `to_json()` / `from_json()` and `write()` / `read()`; a file that is not valid JSON or lacks a
+required field is a ValueError naming the file and the field. Readers never guess what a file is from the keys it
+happens to hold: a data report says its kind, a result says its headline metrics (so a new benchmark reaches the
+model card without the card knowing it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_recipe(recipe, path: str | Path, header: str | None = None) -> None:
+    """Write a resolved recipe dataclass (every field, defaults included) as YAML: what `yunshan run` and the
+    stage commands save beside their outputs, and what `load_recipe` reads back. Keys the recipe class reserves
+    (`RESERVED_KEYS`: set by the runner, not by a recipe) are left out, so the file loads again as it is."""
+    data = dataclasses.asdict(recipe)
+    for dotted in getattr(type(recipe), "RESERVED_KEYS", {}):
+        *parents, last = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    Path(path).write_text((f"# {header}\n" if header else "") + text, encoding="utf-8")
+
+
+def _read_json(path: str | Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object at the top level")
+    return data
+
+
+def _write_json(obj: dict, path: str | Path, indent: int = 2) -> None:
+    """Write through a temporary file renamed into place: a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class _JsonFile:
+    """A record kept as one JSON file in a folder: `FILE`, `to_json()` and `from_json()` make `write` and `read`."""
+
+    FILE = ""
+    INDENT = 2
+
+    def write(self, folder: str | Path) -> Path:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        path = Path(folder) / self.FILE
+        _write_json(self.to_json(), path, self.INDENT)
+        return path
+
+    @classmethod
+    def read(cls, path: str | Path):
+        """The record in `path`, a file or the folder holding it."""
+        path = Path(path)
+        path = path / cls.FILE if path.is_dir() else path
+        return cls.from_json(_read_json(path), str(path))
+
+
+def _build(cls, data: dict, where: str):
+    """`cls` from a JSON object: the fields it has (JSON key `class` for field `class_name`), unknown keys kept out."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {("class_name" if k == "class" else k): v for k, v in data.items()}
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [n for n in required if n not in values]
+    if missing:
+        raise ValueError(f"{where}: field {missing[0]!r} is missing")
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _plain(obj, drop_none: bool = True) -> Any:
+    """A record as JSON data; None fields left out (they were never set)."""
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if value is None and drop_none:
+                continue
+            out["class" if f.name == "class_name" else f.name] = _plain(value, drop_none)
+        return out
+    if isinstance(obj, dict):
+        return {k: _plain(v, drop_none) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v, drop_none) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- data reports
+
+
+@dataclass
+class CptSourceReport:
+    """One corpus source of continual pretraining: what the run trained on from it."""
+
+    weight: float
+    tokens_trained: int
+    token_share: float
+    documents_read: int
+    epochs_completed: int
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> records (bad:REASON, filtered, duplicate)
+    path: Any = None  # the source's path(s) or dataset
+
+
+@dataclass
+class SftSourceReport:
+    """One instruction source of SFT: samples read, kept and trained on."""
+
+    read: int
+    samples: int
+    tokens: int
+    trained_tokens: int
+    share_of_samples: float
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DataReport(_JsonFile):
+    """What a training run trained on (data_report.json beside the weights): the kind of run, exact counts per
+    source and the drops per reason, the seed and the precision."""
+
+    kind: str  # "cpt" or "sft"
+    seed: int
+    sources: dict[str, CptSourceReport | SftSourceReport]
+    steps: int | None = None
+    precision: dict | None = None  # {"value": bf16 | fp32 | ..., "reason": ...}
+    # continual pretraining
+    sequences: int | None = None
+    seq_len: int | None = None
+    tokens_trained: int | None = None
+    tokens_per_step: int | None = None
+    on_bad_record: str | None = None
+    dedup: bool | None = None
+    document_mask: bool | None = None
+    new_tokens: int | None = None
+    extension_cost: dict | None = None
+    embedding_warmup: dict | None = None
+    # SFT
+    samples: int | None = None
+    rows: int | None = None
+    packing: bool | None = None
+    real_tokens: int | None = None
+    non_padding_share: float | None = None
+    heldout_prompts: int | None = None
+    end_of_turn_ids: list[int] | None = None
+
+    FILE = "data_report.json"
+
+    def __post_init__(self):
+        if self.kind not in ("cpt", "sft"):
+            raise ValueError(f"data report kind must be cpt or sft, got {self.kind!r}")
+
+    def to_json(self) -> dict:
+        return _plain(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "data report") -> DataReport:
+        if data.get("kind") not in ("cpt", "sft"):
+            raise ValueError(f"{where}: field 'kind' must be cpt or sft (a data report written by yunshan cpt or "
+                             f"sft), got {data.get('kind')!r}")
+        source_cls = CptSourceReport if data["kind"] == "cpt" else SftSourceReport
+        report = _build(cls, data, where)
+        report.sources = {name: _build(source_cls, s, f"{where}: sources.{name}")
+                          for name, s in (data.get("sources") or {}).items()}
+        return report
+
+
+
+# ---------------------------------------------------------------- evaluation results
+
+
+@dataclass
+class Metric:
+    """One headline number of one task for one model: what a table row and a model-index entry show."""
+
+    key: str  # stable id across models, e.g. "fineval/accuracy" or "bpc/general"
+    benchmark: str  # display name ("FinEval", "held-out general text (yunshan sample)")
+    metric: str  # display name with unit ("accuracy (%)", "bits per character ↓")
+    value: float
+    lower_is_better: bool = False
+    detail: str = ""  # how it was measured (split, shots, mode, size)
+    sample: bool = False  # measured on yunshan's bundled sample sets, not the released benchmark
+    eval_result: dict | None = None  # huggingface_hub.EvalResult fields for model-index; None: not indexed
+
+
+@dataclass
+class EvalModel:
+    """One evaluated model: where it was and the sha256 over its files (results count only for those bytes)."""
+
+    path: str
+    sha256: str | None = None
+    class_name: str | None = None
+    parameters: int | None = None
+    precision: str | None = None
+
+
+@dataclass
+class EvalTask:
+    """One task of an evaluation: its result layout, data and hashes, full results and headline metrics per model."""
+
+    format: str
+    results: dict[str, dict] = field(default_factory=dict)  # model name -> the benchmark's full result
+    metrics: dict[str, list[Metric]] = field(default_factory=dict)  # model name -> headline metrics
+    path: str | None = None
+    files: dict | None = None
+    plot: str | None = None
+
+
+@dataclass
+class EvalResults(_JsonFile):
+    """results.json of `yunshan eval`: settings, models and tasks."""
+
+    models: dict[str, EvalModel]
+    tasks: dict[str, EvalTask]
+    settings: dict = field(default_factory=dict)
+    yunshan_version: str | None = None
+    seconds: float | None = None
+
+    FILE = "results.json"
+    INDENT = 1
+
+    def to_json(self) -> dict:
+        return {"yunshan_version": self.yunshan_version, "settings": self.settings,
+                "models": _plain(self.models), "tasks": _plain(self.tasks), "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "results") -> EvalResults:
+        if not isinstance(data.get("tasks"), dict):
+            raise ValueError(f"{where}: field 'tasks' is missing (not a results.json of yunshan eval)")
+        models = {name: _build(EvalModel, m, f"{where}: models.{name}") for name, m in (data.get("models") or {}).items()}
+        tasks = {}
+        for label, t in data["tasks"].items():
+            task = _build(EvalTask, t, f"{where}: tasks.{label}")
+            task.metrics = {name: [_build(Metric, m, f"{where}: tasks.{label}.metrics.{name}") for m in ms]
+                            for name, ms in (t.get("metrics") or {}).items()}
+            tasks[label] = task
+        return cls(models=models, tasks=tasks, settings=data.get("settings") or {},
+                   yunshan_version=data.get("yunshan_version"), seconds=data.get("seconds"))
+
+
+
+# ---------------------------------------------------------------- the run manifest
+
+
+@dataclass
+class StageRecord:
+    """One stage of a `yunshan run`: its status, folder, timing, fingerprint, hashes and summary."""
+
+    name: str
+    status: str  # running, complete or failed
+    output: str  # its folder, relative to the run folder
+    started: str | None = None
+    finished: str | None = None
+    seconds: float | None = None
+    fingerprint: str | None = None
+    inputs: dict[str, str] = field(default_factory=dict)  # data file -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file in its folder -> sha256
+    summary: dict = field(default_factory=dict)
+    error: str | None = None
+    traceback: str | None = None
+
+
+@dataclass
+class RunManifest(_JsonFile):
+    """run.json of `yunshan run`: the run, its base and final model, and its stages in order (each once)."""
+
+    name: str
+    stages: list[StageRecord] = field(default_factory=list)
+    yunshan_version: str | None = None
+    recipe: str = "recipe.yaml"
+    base_model: str | None = None
+    final_model: str | None = None  # relative to the run folder when inside it
+    seconds_this_run: float | None = None
+    report: str | None = None
+
+    FILE = "run.json"
+
+    def stage(self, name: str) -> StageRecord | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def set_stage(self, record: StageRecord, order: list[str]) -> None:
+        """Put `record` in place of the stage of its name, the stages kept in `order`."""
+        kept = {s.name: s for s in self.stages if s.name != record.name}
+        kept[record.name] = record
+        self.stages = [kept[n] for n in order if n in kept]
+
+    def drop_stage(self, name: str) -> None:
+        self.stages = [s for s in self.stages if s.name != name]
+
+    def to_json(self) -> dict:
+        return _plain(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "run.json") -> RunManifest:
+        stages = data.get("stages") or []
+        if not isinstance(stages, list):
+            raise ValueError(f"{where}: field 'stages' must be a list of stage records")
+        manifest = _build(cls, data, where)
+        manifest.stages = [_build(StageRecord, s, f"{where}: stages.{i}") for i, s in enumerate(stages)]
+        return manifest
+

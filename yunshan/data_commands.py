@@ -1,0 +1,189 @@
+"""`yunshan data convert`: turn a released dataset into what yunshan reads, streaming, with a drop report.
+
+    yunshan data convert pile-of-law/data/train.courtlisteneropinions.*.jsonl.xz --out pile_of_law.jsonl.zst
+    yunshan data convert news.csv --template "{title}\\n{content}" --where src=sina --out news.jsonl --max-chars 5e8
+    HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 yunshan data convert --dataset ORG/NAME --split train --out x.jsonl
+    yunshan data convert --from lawyer-llama data/judical_examination.json --out lawyer_llama.jsonl
+    yunshan data convert --from jecqa-holdout jec-qa/0_train.json jec-qa/1_train.json --out jecqa_split/
+    yunshan data convert --from mc-parquet --layout ceval ceval-exam/ --subject-mapping subject_mapping.json --out ceval/
+
+The generic converter reads local .jsonl/.json/.parquet/.csv/.txt files (optionally .gz/.zst/.xz/.bz2, or inside
+.zip archives, given as files, folders or globs) or a `datasets` dataset (hub name or save_to_disk folder), keeps
+records that pass `--where`, builds the text from one field or a template joining fields, optionally masks personal
+identifiers, drops empty, short and duplicate documents, stops at a character cap, and writes yunshan JSONL
+(`{"text": ...}` plus any kept or added fields; .jsonl, .jsonl.gz or .jsonl.zst). Memory stays flat: one record at a
+time, except .json files (a JSON list is parsed whole) and `--dedup` (an 8-byte digest per kept document in a set,
+about 100 bytes each).
+
+Malformed input (bad JSON, invalid UTF-8, a missing or non-string field) stops the run with file, line and field
+(`--on-bad-record fail`, the default, as everywhere in yunshan) or is counted by reason (`skip`). Filter decisions
+(`--where`, empty, too short, duplicate) are drops, always counted. The report (stdout, and `--report FILE` as JSON)
+gives records read, written, characters written and drops by reason with the first location of each.
+
+Named converters (`--from NAME`) handle releases whose structure needs it: instruction sets with their own field
+names become `{"messages": [...]}` (yunshan/data/instruction_sets.py); JEC-QA train files split into train and
+held-out parts, and C-Eval/CMMLU Hub parquet become the per-subject CSV layout of yunshan eval
+(yunshan/data/exam_layouts.py). Every data card in data_cards/ gives the exact command for its dataset. This module
+is the command only: reading, converting and writing are the data layer's (yunshan/data/records.py, convert.py,
+writers.py), which never prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from yunshan.data.records import FORMATS, TXT_DOCUMENTS
+
+NAMED = ("lawyer-llama", "chatlaw", "lawgpt-zh", "jecqa-holdout", "mc-parquet")
+
+
+@dataclass
+class ConvertArgs:
+    """Arguments of `yunshan data convert`."""
+
+    inputs: list[str] = field(default_factory=list, metadata={
+        "help": "files, folders or globs (.jsonl .json .parquet .csv .txt, + .gz .zst .xz .bz2, or .zip archives of "
+                "them)"})
+    out: str = field(default="", metadata={
+        "help": "output .jsonl/.jsonl.gz/.jsonl.zst (a folder for jecqa-holdout and mc-parquet)"})
+    converter: str = field(default="text", metadata={
+        "help": "text (the generic converter) or a named converter for a release's structure"})
+    dataset: str | None = field(default=None, metadata={
+        "help": "read a `datasets` dataset instead of files: hub name or save_to_disk folder"})
+    config: str | None = field(default=None, metadata={"help": "--dataset config name"})
+    split: str = field(default="train", metadata={"help": "--dataset split"})
+    format: str = field(default="auto", metadata={
+        "help": f"input format: auto (from the extension) or one of {', '.join(FORMATS)}"})
+    txt_document: str = field(default="paragraph", metadata={
+        "help": "txt inputs: one document per paragraph (blank-line separated), line or file"})
+    text_field: str = field(default="text", metadata={"help": "record field holding the text (a.b for nested fields)"})
+    template: str | None = field(default=None, metadata={
+        "help": 'build the text from several fields, e.g. "{title}\\n{content}"'})
+    where: list[str] = field(default_factory=list, metadata={
+        "help": "keep records whose field equals the value (FIELD=VALUE; the same field twice means either)"})
+    keep_fields: str = field(default="", metadata={"help": "comma-separated fields copied into each output record"})
+    add: list[str] = field(default_factory=list, metadata={
+        "help": "constant field added to every output record, e.g. lang=zh"})
+    mask_pii: bool = field(default=False, metadata={
+        "help": "replace resident ID numbers, mobile numbers and e-mail addresses by tags"})
+    min_chars: int = field(default=1, metadata={"help": "drop documents shorter than this"})
+    dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents"})
+    max_records: str | None = field(default=None, metadata={"help": "stop after writing this many records"})
+    max_chars: str | None = field(default=None, metadata={
+        "help": "stop before the characters written would exceed this (e.g. 5e8)"})
+    on_bad_record: str = field(default="fail", metadata={
+        "help": "fail (stop with file, line and field) or skip (count by reason)"})
+    report: str | None = field(default=None, metadata={"help": "also write the report as JSON to this file"})
+
+
+@dataclass
+class NamedConverterArgs:
+    """Options of the named converters (`--from NAME`)."""
+
+    context: str = field(default="drop", metadata={
+        "help": "lawyer-llama, lawgpt-zh: drop the supporting law articles or prepend them to the question"})
+    system: str = field(default="drop", metadata={
+        "help": "chatlaw: drop or keep its meta_instruction as the system turn"})
+    heldout_fraction: float = field(default=0.1, metadata={
+        "help": "jecqa-holdout: share of questions held out (by a hash of the id)"})
+    layout: str | None = field(default=None, metadata={"help": "mc-parquet: the CSV layout to write"})
+    subject_mapping: str | None = field(default=None, metadata={
+        "help": "mc-parquet ceval: subject_mapping.json to check and copy"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from yunshan.flags import add_flags
+
+    sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    p = sub.add_parser("convert", help="convert a released dataset into yunshan JSONL, messages SFT data or eval "
+                                       "layouts", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flags(p, ConvertArgs, positional={"inputs": "INPUT"}, required=("out",), names={"converter": "--from"},
+              metavars={"where": "FIELD=VALUE", "add": "FIELD=VALUE"},
+              choices={"converter": ("text", *NAMED), "on_bad_record": ("fail", "skip"),
+                       "txt_document": TXT_DOCUMENTS})
+    add_flags(p.add_argument_group("named converters"), NamedConverterArgs,
+              choices={"context": ("drop", "prepend"), "system": ("drop", "keep"), "layout": ("ceval", "cmmlu")})
+
+
+def _pairs(items: list[str], option: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{option} {item!r}: expected FIELD=VALUE")
+        key, value = item.split("=", 1)
+        out.setdefault(key.strip(), []).append(value)
+    return out
+
+
+def _number(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number (5e8 is fine), got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"expected a positive number, got {text!r}")
+    return int(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from yunshan.data.convert import ConvertReport, TextArgs, convert_text, read_dataset, read_inputs
+    from yunshan.data.files import resolve_paths
+    from yunshan.data.records import is_readable
+    from yunshan.flags import from_flags
+
+    if getattr(args, "data_command", None) != "convert":
+        raise ValueError("usage: yunshan data convert INPUTS --out OUT [options]; see yunshan data convert --help")
+    a, named = from_flags(ConvertArgs, args), from_flags(NamedConverterArgs, args)
+    if a.dataset and a.inputs:
+        raise ValueError("give input files or --dataset, not both")
+    if not a.dataset and not a.inputs:
+        raise ValueError("no input: give files, folders or globs, or --dataset NAME")
+    max_records, max_chars = _number(a.max_records), _number(a.max_chars)
+    if a.dataset:
+        inputs = [a.dataset]
+        records = read_dataset(a.dataset, a.config, a.split)
+    else:
+        inputs = resolve_paths(a.inputs, "input", keep=is_readable, kinds=".jsonl/.json/.parquet/.csv/.txt (or .zip) file")
+        records = read_inputs(inputs, a.format, a.txt_document)
+    report = ConvertReport(a.converter, inputs, a.out)
+    if a.converter == "text":
+        text_args = TextArgs(
+            text_field=a.text_field, template=a.template, where=_pairs(a.where, "--where"),
+            keep_fields=[f for f in a.keep_fields.split(",") if f],
+            add_fields={k: v[-1] for k, v in _pairs(a.add, "--add").items()},
+            mask_pii=a.mask_pii, min_chars=a.min_chars, dedup=a.dedup)
+        convert_text(records, a.out, text_args, report, a.on_bad_record, max_records, max_chars)
+    elif a.converter in ("lawyer-llama", "chatlaw", "lawgpt-zh"):
+        from yunshan.data.instruction_sets import convert_instructions
+
+        convert_instructions(a.converter, records, a.out, report, a.on_bad_record, max_records,
+                             context=named.context, system=named.system)
+    elif a.converter == "jecqa-holdout":
+        from yunshan.data.exam_layouts import split_jecqa
+
+        if a.dataset:
+            raise ValueError("jecqa-holdout reads the released JEC-QA files, not --dataset")
+        split_jecqa(inputs, a.out, named.heldout_fraction, report, a.on_bad_record)
+    else:
+        from yunshan.data.exam_layouts import parquet_to_csv_layout
+
+        if a.dataset or len(a.inputs) != 1 or not os.path.isdir(a.inputs[0]):
+            raise ValueError("mc-parquet reads one folder: the downloaded Hub parquet files of the benchmark")
+        if named.layout is None:
+            raise ValueError("mc-parquet needs --layout ceval or --layout cmmlu")
+        parquet_to_csv_layout(a.inputs[0], a.out, named.layout, report, named.subject_mapping)
+    print(report.render())
+    if a.report:
+        Path(a.report).write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n",
+                                  encoding="utf-8")
+    if report.records_written == 0:
+        print("warning: nothing was written; check --text-field/--template/--where against the report",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,146 @@
+"""What `yunshan run` shows at the end: the before/after table (printed and in report.md) with the plots.
+
+    yunshan run recipes/demo_tiny.yaml      # prints the table; writes runs/demo_tiny/report.md
+
+Rows come from the evaluation stages' results (bits per character per held-out text, accuracy per multiple-choice
+benchmark), one column per evaluated model (base, after cpt, after sft) and the change from the base to the last,
+then the tokenizer stage's compression (tokens per character before and after the extension).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from yunshan.artifacts import EvalResults, RunManifest
+
+from .stages import RunLayout
+
+
+def _load(path: Path) -> EvalResults | None:
+    return EvalResults.read(path) if path.is_file() else None
+
+
+def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
+    """(column names, rows) of the before/after table."""
+    before = _load(layout.folder("eval_before") / "results.json")
+    after = _load(layout.folder("eval_after") / "results.json")
+    columns, rows = [], []
+    if before and after:
+        models = [("before", before, next(iter(before.models)))]
+        models += [(f"after {name.split('_', 1)[-1]}", after, name) for name in after.models]
+        columns = [label for label, _, _ in models]
+        mode = after.settings.get("mode", "loglik")
+        for task, res in after.tasks.items():
+            if task not in before.tasks:
+                continue
+            values = [doc.tasks[task].results[name] for _, doc, name in models]
+            if res.format == "bpc":
+                for label in values[-1]["files"]:
+                    if all(label in v["files"] for v in values):
+                        kind = "general (forgetting)" if label == "general" else "domain (gain)"
+                        nums = [v["files"][label]["bpc"] for v in values]
+                        rows.append([f"bits/char, {label}: {kind}"] + [f"{x:.4f}" for x in nums]
+                                    + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
+            elif all("overall" in v for v in values):
+                nums = [v["overall"] for v in values]
+                scoring = {"loglik": "answer-only", "cloze": "cloze", "generate": "generated"}.get(mode, mode)
+                rows.append([f"{task} accuracy % ({scoring}; chance 25)"] + [f"{x:.1f}" for x in nums]
+                            + [f"{nums[-1] - nums[0]:+.1f} pt"])
+    tok_report = layout.folder("tokenizer") / "report.json"
+    if tok_report.is_file():
+        comp = json.loads(tok_report.read_text()).get("compression")
+        width = max(len(columns), 2)
+        for f in (comp or {}).get("files", []):
+            res = f.get("results", [])
+            if len(res) == 2:
+                b, a = res[0]["tokens_per_char"], res[1]["tokens_per_char"]
+                cells = [f"{b:.3f}"] + [""] * (width - 2) + [f"{a:.3f}"]
+                rows.append([f"tokens/char, {Path(f['path']).name}"] + cells + [f"{100 * (a / b - 1):+.1f}%"])
+        columns = columns or ["before", "after"]
+    return columns, rows
+
+
+def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
+    """report.md in the run folder: the table, the stages, the continual-pretraining mixture and the plots."""
+    columns, rows = before_after(layout)
+    out = layout.out
+    lines = [f"# yunshan run: {layout.recipe.name}", "",
+             f"Base model: `{manifest.base_model}`" + (" (stand-in trained here from the bundled general sample)"
+                                                       if layout.recipe.base is not None else ""),
+             f"Final model: `{manifest.final_model}`", "", "## Before and after", ""]
+    if rows:
+        lines += ["| metric | " + " | ".join(columns) + " | change |", "|---|" + "---:|" * (len(columns) + 1)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+    else:
+        lines.append("(no evaluation stages ran)")
+    lines += ["", "## Stages", "", "| stage | status | seconds | output |", "|---|---|---:|---|"]
+    for s in manifest.stages:
+        lines.append(f"| {s.name} | {s.status} | {'' if s.seconds is None else s.seconds} | `{s.output}` |")
+    cpt = manifest.stage("cpt").summary if manifest.stage("cpt") else None
+    if cpt and cpt.get("extension_cost"):
+        lines += ["", *_extension_cost_lines(cpt)]
+    precisions = [(s.name, s.summary.get("precision")) for s in manifest.stages if s.name in ("cpt", "sft")]
+    if any(p for _, p in precisions):
+        lines += ["", "Training precision: " + "; ".join(f"{stage} {p['value']} ({p['reason']})"
+                                                        for stage, p in precisions if p)]
+    if cpt:
+        lines += ["", "## Continual-pretraining mixture (tokens trained)", "", "| source | tokens | share |",
+                  "|---|---:|---:|"]
+        total = sum(cpt["tokens_by_source"].values()) or 1
+        lines += [f"| {n} | {t:,} | {100 * t / total:.2f}% |" for n, t in cpt["tokens_by_source"].items()]
+    plots = [(layout.folder("cpt") / "curves.png", "continual pretraining: loss and held-out bits/char"),
+             (layout.folder("sft") / "curves.png", "SFT: loss"),
+             (layout.folder("base") / "curves.png", "stand-in base pretraining")]
+    lines += ["", "## Plots", ""]
+    for path, caption in plots:
+        if path.is_file():
+            lines += [f"![{caption}]({path.relative_to(out)})", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _extension_cost_lines(cpt: dict) -> list[str]:
+    """The step-0 cost of the vocabulary extension and what the warm-up and CPT recovered (held-out bits/char)."""
+    cost = cpt["extension_cost"]
+    warm = cpt.get("embedding_warmup") or {}
+    final = (cpt.get("bpc") or [{}])[-1]
+    columns = [("base model, own tokenizer", cost.get("base", {})), ("extended, new rows as initialised",
+                                                                    cost.get("init", {}))]
+    if cost.get("step0") and warm.get("fit"):
+        columns.append(("after the output-row fit", cost["step0"]))
+    columns.append((f"after cpt (step {final.get('step', '?')})", {k[4:]: v for k, v in final.items()
+                                                                    if k.startswith("bpc_")}))
+    lines = ["## Vocabulary extension: cost at step 0 and recovery (held-out bits/char of the cpt monitor)", "",
+             f"{cost.get('new_tokens', '?'):,} new tokens; {cost.get('planned_tokens', 0):,} training tokens "
+             "planned.", "", "| held-out | " + " | ".join(label for label, _ in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for name, base in cost.get("base", {}).items():
+        cells = []
+        for label, values in columns:
+            value = values.get(name)
+            cells.append("" if value is None else f"{value:.4f}" if values is cost["base"]
+                         else f"{value:.4f} ({100 * (value / base - 1):+.1f}%)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if warm:
+        lines += ["", f"Embedding warm-up: {warm.get('steps')} steps ({warm.get('ended')}), new rows only, learning "
+                      f"rate {warm.get('learning_rate')}."]
+    lines += [f"Warning: {w}" for w in cost.get("warnings", [])]
+    return lines
+
+
+def print_summary(layout: RunLayout, manifest: RunManifest, manifest_path: Path) -> None:
+    """Where everything is, each stage's time, and the before/after table, on stdout."""
+    out = layout.out
+    print(f"\n== done: {out}", flush=True)
+    for s in manifest.stages:
+        seconds = "" if s.seconds is None else s.seconds
+        print(f"   {s.name:<12} {s.status:<9} {str(seconds):>7} s  {out / s.output}")
+    columns, rows = before_after(layout)
+    if rows:
+        width = max(len(r[0]) for r in rows)
+        print(f"\n   {'metric':<{width}}  " + "  ".join(f"{c:>10}" for c in columns) + "  change")
+        for r in rows:
+            print(f"   {r[0]:<{width}}  " + "  ".join(f"{c:>10}" for c in r[1:-1]) + f"  {r[-1]}")
+    print(f"\n   report: {out / 'report.md'}   manifest: {manifest_path}", flush=True)

@@ -1,0 +1,258 @@
+"""The run loop of `yunshan run`: stage by stage in the order of STAGES, resumable, with a manifest.
+
+    from yunshan.pipeline import PipelineRunner
+    PipelineRunner(recipe).run()                   # or .dry_run() to check everything without training
+
+A stage whose output is complete (its marker in .stages/, written last, matches the stage's fingerprint: its
+settings, input hashes and upstream fingerprints; and its files still have the recorded hashes) is skipped on a
+re-run; `from_stage` redoes that stage and the later ones. A stage that fails leaves the earlier stages' outputs as
+they were and is marked failed in the manifest. Everything this loop knows about a stage comes from its record
+(yunshan.pipeline.stages.STAGES).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+
+from yunshan.artifacts import RunManifest, StageRecord
+from yunshan.data.files import sha256_file
+
+from . import report
+from .stages import STAGES, PipelineRecipe, RunLayout
+
+MARKERS = ".stages"  # run_dir/.stages/<stage>.json: kept out of the stage folders (an export is pushed as is)
+
+
+def hash_tree(folder: Path, skip: tuple[str, ...] = ("checkpoints",)) -> dict[str, str]:
+    """sha256 of every file under `folder` (relative paths), except checkpoints."""
+    out = {}
+    if not folder.exists():
+        return out
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder)
+        if rel.parts[0] in skip:
+            continue
+        out[str(rel)] = sha256_file(path)
+    return out
+
+
+def digest_of(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def input_files(paths: list[str]) -> list[Path]:
+    """The files a list of paths, globs and folders names; what does not exist is left out (the dry run reports
+    it, the stage itself fails on it)."""
+    from yunshan.data.files import resolve_paths
+
+    found = []
+    for p in paths:
+        try:
+            found += [Path(f) for f in resolve_paths(p, "input")]
+        except FileNotFoundError:
+            continue
+    return found
+
+
+class PipelineRunner:
+    def __init__(self, recipe: PipelineRecipe, recipe_path: Path | None = None):
+        self.recipe = recipe
+        self.recipe_path = recipe_path
+        self.layout = RunLayout(recipe)
+        self.out = self.layout.out
+        self.manifest_path = self.out / "run.json"
+
+    # -- plan ---------------------------------------------------------------------------------------------
+
+    def stage_settings(self, stage) -> dict:
+        """The recipe sections a stage depends on (part of its fingerprint)."""
+        r = dataclasses.asdict(self.recipe)
+        return {"section": r[stage.section], "model": r["model"], "tokenizer": r["tokenizer"], "name": r["name"]}
+
+    def stage_inputs(self, stage) -> dict[str, str]:
+        """Files a stage reads that are not produced by an earlier stage (data), with their hashes."""
+        files = input_files([p for p in stage.inputs(self.layout.section(stage)) if p])
+        return {str(f): sha256_file(f) for f in files}
+
+    def fingerprint(self, stage, manifest: RunManifest) -> str:
+        ups = {s: (manifest.stage(s).fingerprint if manifest.stage(s) else None)
+               for s in stage.upstream if self.layout.enabled(s)}
+        return digest_of({"settings": self.stage_settings(stage), "inputs": self.stage_inputs(stage),
+                          "upstream": ups,
+                          "base_model": self.layout.base_model_dir() if stage.name != "base" else None})
+
+    def marker(self, name: str) -> Path:
+        return self.out / MARKERS / f"{name}.json"
+
+    def is_complete(self, stage, fingerprint: str) -> bool:
+        marker = self.marker(stage.name)
+        if not marker.is_file():
+            return False
+        try:
+            info = json.loads(marker.read_text())
+        except json.JSONDecodeError:
+            return False
+        if info.get("fingerprint") != fingerprint:
+            return False
+        return hash_tree(self.layout.folder(stage.name)) == info.get("outputs")
+
+    # -- manifest -----------------------------------------------------------------------------------------
+
+    def load_manifest(self) -> RunManifest:
+        """The run's manifest: the stages recorded so far (from run.json, when the run was started before), with
+        the run's name, version and models as this recipe says."""
+        from yunshan import __version__
+
+        manifest = RunManifest.read(self.manifest_path) if self.manifest_path.is_file() else RunManifest(
+            name=self.recipe.name)
+        base, final = self.layout.base_model_dir(), self.layout.final_model_dir()
+        manifest.name, manifest.yunshan_version = self.recipe.name, __version__
+        manifest.base_model = str(Path(base).resolve()) if Path(base).exists() else base
+        manifest.final_model = os.path.relpath(final, self.out) if final.startswith(str(self.out)) else final
+        return manifest
+
+    def save_manifest(self, manifest: RunManifest) -> None:
+        manifest.write(self.out)
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    def run(self, from_stage: str | None = None) -> RunManifest:
+        """Run the stages in order. Under `accelerate launch` (several processes) the distributed stages run on
+        every process and the others on the main one while the rest wait; only the main process writes the
+        manifest, markers and report."""
+        from yunshan.artifacts import write_recipe
+
+        started = time.time()
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        main = int(os.environ.get("RANK", "0")) == 0
+        barrier = _barrier if world > 1 else (lambda: None)
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            write_recipe(self.recipe, self.out / "recipe.yaml",
+                         header=f"resolved pipeline recipe of run {self.recipe.name}")
+        barrier()
+        manifest = self.load_manifest()
+        order = [s.name for s in STAGES]
+        forced = False
+        for stage in STAGES:
+            section = self.layout.section(stage)
+            if section is None:
+                manifest.drop_stage(stage.name)
+                continue
+            folder = self.layout.folder(stage.name)
+            forced = forced or stage.name == from_stage
+            fingerprint = self.fingerprint(stage, manifest)
+            if not forced and self.is_complete(stage, fingerprint):
+                if main:
+                    print(f"== {stage.name}: complete, skipped ({folder})", flush=True)
+                if manifest.stage(stage.name) is None:  # run.json lost; the marker vouches for the folder
+                    manifest.set_stage(StageRecord(name=stage.name, status="complete", output=folder.name,
+                                                   fingerprint=fingerprint, outputs=hash_tree(folder)), order)
+                manifest.stage(stage.name).status = "complete"
+                continue
+            if main:
+                print(f"\n== {stage.name} -> {folder}", flush=True)
+            record = StageRecord(name=stage.name, status="running", output=folder.name, started=_now(),
+                                 fingerprint=fingerprint, inputs=self.stage_inputs(stage))
+            manifest.set_stage(record, order)
+            marker = self.marker(stage.name)
+            if main:
+                self.save_manifest(manifest)
+                if marker.exists():
+                    marker.unlink()  # the stage is redone: its old output no longer counts as complete
+            barrier()
+            t0 = time.time()
+            try:
+                summary = stage.run(self.layout, section) if (stage.distributed or main) else {}
+            except BaseException as err:
+                record.status, record.seconds = "failed", round(time.time() - t0, 1)
+                record.error, record.traceback = f"{type(err).__name__}: {err}", traceback.format_exc()[-4000:]
+                if main:
+                    self.save_manifest(manifest)
+                raise
+            barrier()
+            record.outputs = hash_tree(folder)
+            record.status, record.finished, record.seconds = "complete", _now(), round(time.time() - t0, 1)
+            record.summary = summary
+            if main:
+                folder.mkdir(parents=True, exist_ok=True)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(json.dumps({"stage": stage.name, "fingerprint": fingerprint,
+                                              "outputs": record.outputs, "finished": record.finished}, indent=1))
+                self.save_manifest(manifest)
+            barrier()
+        manifest.seconds_this_run = round(time.time() - started, 1)
+        if main:
+            path = report.write_report(self.layout, manifest)
+            manifest.report = str(path.relative_to(self.out))
+            self.save_manifest(manifest)
+            report.print_summary(self.layout, manifest, self.manifest_path)
+        barrier()
+        return manifest
+
+    def dry_run(self, from_stage: str | None = None) -> dict:
+        """Check the recipe's files, models and stages without training anything."""
+        problems = []
+        r = self.recipe
+        if r.model is not None:
+            problems += _check_model(r)
+        paths = []
+        for stage in STAGES:
+            section = self.layout.section(stage)
+            if section is not None:
+                paths += stage.inputs(section)
+                problems += [p for p in stage.check(section) if p not in problems]
+        for p in dict.fromkeys(paths):
+            if p and not input_files([p]) and not os.path.isdir(p):
+                problems.append(f"missing: {p}")
+        manifest = self.load_manifest()
+        plan = []
+        forced = False
+        for stage in STAGES:
+            if self.layout.section(stage) is None:
+                plan.append({"stage": stage.name, "action": "disabled"})
+                continue
+            forced = forced or stage.name == from_stage
+            try:
+                done = not forced and self.is_complete(stage, self.fingerprint(stage, manifest))
+            except OSError:
+                done = False
+            plan.append({"stage": stage.name, "action": "skip (complete)" if done else "run",
+                         "output": str(self.layout.folder(stage.name))})
+        return {"recipe": str(self.recipe_path) if self.recipe_path else None, "output_dir": str(self.out),
+                "plan": plan, "problems": problems}
+
+
+def _check_model(r: PipelineRecipe) -> list[str]:
+    """The base model folder: a config transformers reads, and tokenizer files."""
+    problems = []
+    model_dir = Path(r.model.name_or_path)
+    if not (model_dir / "config.json").is_file():
+        problems.append(f"model.name_or_path: {model_dir} has no config.json")
+    else:
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(model_dir, trust_remote_code=r.model.trust_remote_code)
+        except Exception as err:  # noqa: BLE001  (reported, not raised: a dry run lists every problem)
+            problems.append(f"model.name_or_path: {model_dir}: {err}")
+    tok = Path(r.tokenizer.path or r.model.name_or_path)
+    if not any((tok / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
+        problems.append(f"tokenizer: no tokenizer files in {tok}")
+    return problems
+
+
+def _barrier() -> None:
+    from accelerate import PartialState
+
+    PartialState().wait_for_everyone()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -1,0 +1,300 @@
+"""The stages of `yunshan run`: the recipe tree they read, one record per stage, and the function each record runs.
+
+    yunshan run recipes/demo_tiny.yaml --dry-run       # the records decide the plan, the inputs checked and hashed
+
+The pipeline recipe is a tree of the stage commands' own arguments: `tokenizer_extension` is `yunshan tokenizer
+extend`'s ExtendArgs, `eval` is `yunshan eval`'s EvalArgs, `cpt` and `sft` are the CptArgs and SftArgs recipes of
+`yunshan cpt` and `yunshan sft`, `export` and `push` the ExportArgs and PushArgs of those commands. The runner fills
+what connects the stages (model and tokenizer folders, output folders) with `dataclasses.replace`; those keys are
+reserved in a pipeline recipe (RESERVED_KEYS). Adding a stage is one record in STAGES plus its function: the run
+loop, the dry run, the fingerprints and the report read only the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yunshan.eval.commands import EvalArgs
+from yunshan.hub import ExportArgs
+from yunshan.push import PushArgs
+from yunshan.tokenizer.extend import ExtendArgs
+from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
+from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
+from yunshan.training.sft import SftArgs
+
+
+@dataclass
+class StandInBaseArgs:
+    """Stand-in base model for machines that cannot download one (the demo): a BPE tokenizer trained on general
+    text and a small PanGu-π pretrained on it. Real recipes leave this out and name a downloaded base model."""
+
+    tokenizer_corpus: list[str] = field(default_factory=list, metadata={"help": "text for the base tokenizer"})
+    vocab_size: int = field(default=4000, metadata={"help": "base tokenizer vocabulary (byte-level BPE)"})
+    model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
+    data: CptDataArgs = field(default_factory=CptDataArgs)
+    training: TrainArgs = field(default_factory=TrainArgs)
+
+
+@dataclass
+class PipelineRecipe:
+    """The YunShan pipeline: `yunshan run RECIPE.yaml [--from STAGE] [--dry-run] [key=value ...]`.
+
+    A stage runs when its section is in the recipe; `enabled: false` (or null) in a section turns it off, and
+    `enabled: true` alone turns a stage on with its defaults. Each section is the stage command's own arguments
+    (yunshan.pipeline.stages). Paths may use ${samples} (the bundled sample data), ${data} (env YUNSHAN_DATA,
+    default ./data), ${models} (env YUNSHAN_MODELS, default ./models) and ${recipe_dir}."""
+
+    name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
+    output_dir: str = field(default="runs/yunshan", metadata={"help": "run folder: one subfolder per stage"})
+    model: ModelArgs | None = field(default=None, metadata={"help": "the base model (unless base is given)"})
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs, metadata={
+        "help": "the base model's tokenizer (path: default the model folder) and how new rows start"})
+    base: StandInBaseArgs | None = field(default=None, metadata={"help": "stand-in base model (demo only)"})
+    tokenizer_extension: ExtendArgs | None = field(default=None, metadata={
+        "help": "vocabulary extension: yunshan tokenizer extend"})
+    eval: EvalArgs | None = field(default=None, metadata={
+        "help": "evaluation before (base model) and after (trained models): yunshan eval"})
+    cpt: CptArgs | None = field(default=None, metadata={"help": "continual pretraining: yunshan cpt"})
+    sft: SftArgs | None = field(default=None, metadata={"help": "mixed SFT: yunshan sft"})
+    export: ExportArgs | None = field(default=None, metadata={"help": "export with a model card: yunshan export"})
+    push: PushArgs | None = field(default=None, metadata={"help": "push the export to the Hub: yunshan push"})
+
+    def __post_init__(self):
+        if (self.base is not None) == (self.model is not None):
+            raise ValueError("give exactly one of model (a downloaded base) or base (a stand-in base)")
+
+
+# ---------------------------------------------------------------- where a run keeps what
+
+
+class RunLayout:
+    """The folders of one run: one per stage (`NN_stage`), and which model and tokenizer each stage starts from."""
+
+    def __init__(self, recipe: PipelineRecipe):
+        self.recipe = recipe
+        self.out = Path(recipe.output_dir)
+
+    def section(self, stage: Stage):
+        return getattr(self.recipe, stage.section)
+
+    def enabled(self, name: str) -> bool:
+        return self.section(STAGE[name]) is not None
+
+    def folder(self, name: str) -> Path:
+        return self.out / f"{STAGE_NAMES.index(name):02d}_{name}"
+
+    def base_model_dir(self) -> str:
+        if self.recipe.base is not None:
+            return str(self.folder("base"))
+        return self.recipe.model.name_or_path
+
+    def base_tokenizer_dir(self) -> str:
+        return self.recipe.tokenizer.path or self.base_model_dir()
+
+    def tokenizer_dir(self) -> str:
+        return str(self.folder("tokenizer")) if self.enabled("tokenizer") else self.base_tokenizer_dir()
+
+    def final_model_dir(self) -> str:
+        for stage in ("sft", "cpt"):
+            if self.enabled(stage):
+                return str(self.folder(stage))
+        return self.base_model_dir()
+
+    def trained_model(self, path: str) -> ModelArgs:
+        """The recipe's model settings (dtype, attention, remote code) for a model folder written by a stage."""
+        base = self.recipe.model or self.recipe.base.model
+        return dataclasses.replace(base, name_or_path=path, preset=None, config_overrides=None)
+
+    def tokenizer_args(self, path: str) -> TokenizerArgs:
+        return dataclasses.replace(self.recipe.tokenizer, path=path, base_path=self.base_tokenizer_dir())
+
+
+# ---------------------------------------------------------------- the stages
+
+
+def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
+    """Stand-in base: a byte-level BPE tokenizer on general text, then a small PanGu-π pretrained on it."""
+    from yunshan.data.files import resolve_paths
+    from yunshan.tokenizer.train import train_bpe_tokenizer
+    from yunshan.training.cpt import run_cpt
+
+    out = layout.folder("base")
+    tok_dir = layout.out / "base_tokenizer"
+    train_bpe_tokenizer(resolve_paths(b.tokenizer_corpus, "base.tokenizer_corpus"), b.vocab_size, tok_dir)
+    summary = run_cpt(CptArgs(model=b.model, tokenizer=TokenizerArgs(path=str(tok_dir)), data=b.data,
+                              training=dataclasses.replace(b.training, output_dir=str(out)),
+                              monitor=MonitorArgs(every_steps=0)))
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    (out / "STAND_IN_BASE.md").write_text(
+        "This model is a stand-in for a downloaded base model: a small PanGu-π and byte-level BPE tokenizer "
+        "trained by `yunshan run` on the bundled general sample text only, because this machine cannot "
+        "download a real base. Real recipes name a downloaded checkpoint in `model.name_or_path` instead.\n")
+    return {"train_loss": summary["train_loss"], "steps": summary["steps"],
+            "tokens": summary["data_report"].tokens_trained}
+
+
+def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
+    from transformers import AutoTokenizer
+
+    from yunshan.tokenizer.extend import extend_tokenizer
+
+    out = layout.folder("tokenizer")
+    extension = extend_tokenizer(dataclasses.replace(t, base=layout.base_tokenizer_dir(), out=str(out),
+                                                     overwrite=True))
+    compression = extension.pop("compression", None)
+    report = {"extension": extension, **({"compression": compression} if compression else {})}
+    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    sizes = [len(AutoTokenizer.from_pretrained(f)) for f in (layout.base_tokenizer_dir(), str(out))]
+    return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0]}
+
+
+def _eval(layout: RunLayout, e: EvalArgs, stage: str, model_dirs: list[str]) -> dict:
+    from yunshan.eval.commands import run_eval
+
+    report = run_eval(dataclasses.replace(e, model=model_dirs, out=str(layout.folder(stage))))
+    return {"results": "results.json", "models": model_dirs, "seconds": report.get("seconds")}
+
+
+def run_eval_before(layout: RunLayout, e: EvalArgs) -> dict:
+    return _eval(layout, e, "eval_before", [layout.base_model_dir()])
+
+
+def run_eval_after(layout: RunLayout, e: EvalArgs) -> dict:
+    # Both trained models: after continual pretraining (the replay's effect on forgetting) and the final one.
+    models = [str(layout.folder(s)) for s in ("cpt", "sft") if layout.enabled(s)] or [layout.base_model_dir()]
+    return _eval(layout, e, "eval_after", models)
+
+
+def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
+    from yunshan.training.cpt import run_cpt
+
+    out = layout.folder("cpt")
+    summary = run_cpt(dataclasses.replace(
+        c, model=layout.trained_model(layout.base_model_dir()), tokenizer=layout.tokenizer_args(layout.tokenizer_dir()),
+        training=dataclasses.replace(c.training, output_dir=str(out))))
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    report = summary["data_report"]
+    result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report.tokens_trained,
+              "tokens_by_source": {n: s.tokens_trained for n, s in report.sources.items()},
+              "bpc": summary.get("bpc"), "precision": report.precision}
+    if report.extension_cost is not None:
+        result["extension_cost"] = report.extension_cost
+    if report.embedding_warmup is not None:
+        result["embedding_warmup"] = {k: v for k, v in report.embedding_warmup.items() if k != "checks"}
+    return result
+
+
+def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
+    from yunshan.training.sft import run_sft
+
+    out = layout.folder("sft")
+    previous = str(layout.folder("cpt")) if layout.enabled("cpt") else layout.base_model_dir()
+    tokenizer = previous if layout.enabled("cpt") else layout.tokenizer_dir()
+    summary = run_sft(dataclasses.replace(
+        s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(tokenizer),
+        training=dataclasses.replace(s.training, output_dir=str(out))))
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    report = summary["data_report"]
+    return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
+            "precision": report.precision,
+            "samples_by_source": {n: v.samples for n, v in report.sources.items()}}
+
+
+def run_export(layout: RunLayout, e: ExportArgs) -> dict:
+    from yunshan.hub import export_model
+
+    out = layout.folder("export")
+    push = layout.recipe.push
+    options = {f.name: getattr(e, f.name) for f in dataclasses.fields(e) if f.name not in ("source", "out")}
+    options.update(name=e.name or layout.recipe.name, repo_id=e.repo_id or (push.repo_id if push else None),
+                   overwrite=True)
+    result = export_model(str(layout.out), str(out), **options)
+    return {"files": sorted(p.name for p in out.iterdir()), "bytes": result.get("bytes"),
+            "parameters": result.get("parameters"), "notes": result.get("notes")}
+
+
+def run_push(layout: RunLayout, p: PushArgs) -> dict:
+    from yunshan.push import push_folder
+
+    settings = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name not in ("folder", "repo_id")}
+    result = push_folder(str(layout.folder("export")), p.repo_id, **settings)
+    layout.folder("push").mkdir(parents=True, exist_ok=True)
+    (layout.folder("push") / "push.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+# ---------------------------------------------------------------- what each stage reads, for hashing and checks
+
+
+def _source_paths(sources) -> list[str]:
+    return [p for s in sources if s.path is not None for p in ([s.path] if isinstance(s.path, str) else s.path)]
+
+
+def _labelled_paths(specs: list[str]) -> list[str]:
+    return [spec.split("=", 1)[1] for spec in specs if "=" in spec]
+
+
+def _eval_inputs(e: EvalArgs) -> list[str]:
+    return _labelled_paths(e.heldout) + list(e.text) + _labelled_paths(e.tasks) + (
+        [e.data_dir] if e.data_dir else []) + ([e.diversity_text] if e.diversity_text else [])
+
+
+def _check_words(t: ExtendArgs) -> list[str]:
+    from yunshan.tokenizer import resolve_word_lists
+
+    try:
+        resolve_word_lists(t.words)
+    except (ValueError, FileNotFoundError) as err:
+        return [f"tokenizer_extension.words: {err}"]
+    return []
+
+
+def _check_sources(section: str) -> Callable[[Any], list[str]]:
+    return lambda args: [] if args.data.sources else [f"{section}.data.sources is empty"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of `yunshan run`."""
+
+    name: str
+    section: str  # the recipe section it reads (a field of PipelineRecipe)
+    upstream: tuple[str, ...]  # earlier stages whose outputs it reads (their fingerprints enter its own)
+    inputs: Callable[[Any], list[str]]  # data files and folders it reads, from its section: hashed, checked to exist
+    distributed: bool  # under `accelerate launch`, runs on every process (else on the main one while the rest wait)
+    run: Callable[[RunLayout, Any], dict]  # (layout, section) -> the summary kept in run.json
+    filled: tuple[str, ...] = ()  # keys of its section the runner fills (reserved in recipes)
+    check: Callable[[Any], list[str]] = lambda args: []  # dry-run problems beyond missing inputs
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("base", "base", (), lambda b: b.tokenizer_corpus + _source_paths(b.data.sources), False, run_base,
+          filled=("training.output_dir",)),
+    Stage("tokenizer", "tokenizer_extension", ("base",),
+          lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
+          run_tokenizer, filled=("base", "out", "overwrite"), check=_check_words),
+    Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out")),
+    Stage("cpt", "cpt", ("base", "tokenizer"),
+          lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,
+          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("cpt")),
+    Stage("sft", "sft", ("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources), True, run_sft_stage,
+          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("sft")),
+    Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft"), _eval_inputs, False, run_eval_after,
+          filled=("model", "out")),
+    Stage("export", "export", ("base", "tokenizer", "eval_before", "cpt", "sft", "eval_after"), lambda e: e.eval,
+          False, run_export, filled=("source", "out", "overwrite")),
+    Stage("push", "push", ("export",), lambda p: [], False, run_push, filled=("folder",),
+          check=lambda p: [] if p.repo_id else ["push.repo_id is not set"]),
+)
+STAGE = {s.name: s for s in STAGES}
+STAGE_NAMES = tuple(STAGE)
+
+PipelineRecipe.RESERVED_KEYS = {
+    f"{s.section}.{key}": f"set by yunshan run ({s.name} stage: the folders that connect the stages); remove it"
+    for s in STAGES for key in s.filled}
