@@ -86,28 +86,35 @@ def _decoder(model):
 
 
 @torch.no_grad()
-def _collect(model, sequences, fixed: torch.Tensor, autocast: bool):
+def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int = 8):
     """Hidden states before every predicted position, the targets, the log-sum-exp of the fixed rows' logits and,
-    for targets among the fixed rows, their logit."""
+    for targets among the fixed rows, their logit. Sequences of one length run `batch` at a time (the training
+    stream packs them to one length); the products run in bf16 under `autocast`, accumulated in float32."""
     head = model.get_output_embeddings()
     decoder = _decoder(model)
+    device = head.weight.device
     states, targets = [], []
+    by_length: dict[int, list[list[int]]] = {}
     for ids in sequences:
-        x = torch.tensor([ids])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            hidden = decoder(input_ids=x).last_hidden_state
-        states.append(hidden[0, :-1].float())
-        targets.append(x[0, 1:])
+        by_length.setdefault(len(ids), []).append(ids)
+    for rows in by_length.values():
+        for start in range(0, len(rows), batch):
+            x = torch.tensor(rows[start:start + batch], device=device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                hidden = decoder(input_ids=x).last_hidden_state
+            states.append(hidden[:, :-1].float().reshape(-1, hidden.shape[-1]))
+            targets.append(x[:, 1:].reshape(-1))
     h = torch.cat(states)
     y = torch.cat(targets)
     weight = head.weight.float()
     bias = head.bias.float() if getattr(head, "bias", None) is not None else None
-    lse = torch.empty(len(y))
-    target_logit = torch.zeros(len(y))
+    lse = torch.empty(len(y), device=device)
+    target_logit = torch.zeros(len(y), device=device)
     fixed_rows = weight[fixed]
     for start in range(0, len(y), 2048):
         chunk = h[start:start + 2048]
-        logits = chunk @ fixed_rows.T
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            logits = (chunk @ fixed_rows.T).float()
         if bias is not None:
             logits += bias[fixed]
         lse[start:start + 2048] = torch.logsumexp(logits, -1)
@@ -156,7 +163,8 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
             target_new = target_slot >= 0
 
             def loss_of(index):
-                logits = h[index] @ rows.T
+                with torch.autocast(h.device.type, dtype=torch.bfloat16, enabled=autocast):
+                    logits = (h[index] @ rows.T).float()
                 if bias is not None:
                     logits = logits + bias
                 z = torch.logaddexp(lse[index], torch.logsumexp(logits, -1))
