@@ -282,7 +282,8 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         report.write(out)
         if monitor is not None:
             summary["bpc"] = monitor.history
-        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}")
+        base_bpc = (report.extension_cost or {}).get("base") if new_ids else None
+        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc)
         summary.update({"data_report": report, "curves": str(plot), "seconds": time.time() - started})
         print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
               flush=True)

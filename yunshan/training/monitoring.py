@@ -145,8 +145,10 @@ class JsonlLogger(TrainerCallback):
         self.write(record)
 
 
-def plot_curves(log_path: Path, out_png: Path, title: str) -> Path | None:
-    """Loss and bits-per-character curves from the JSONL log, as one PNG."""
+def plot_curves(log_path: Path, out_png: Path, title: str, base_bpc: dict | None = None) -> Path | None:
+    """Loss and bits-per-character curves from the JSONL log, as one PNG. The embedding warm-up (new rows only),
+    when the log records its end, is shaded on both panels; `base_bpc` (held-out name -> the base model's bits/char
+    with its own tokenizer) is drawn as dotted levels: the mark an extended vocabulary has to get back under."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,9 +165,17 @@ def plot_curves(log_path: Path, out_png: Path, title: str) -> Path | None:
     for name in names:
         pts = [(r["step"], r[name]) for r in bpc if name in r]
         axes[1].plot(*zip(*pts), marker="o", label=name[4:])
+    for k, (name, value) in enumerate(sorted((base_bpc or {}).items())):
+        axes[1].axhline(value, ls=":", lw=1, color=f"C{names.index('bpc_' + name) if 'bpc_' + name in names else k}",
+                        label=f"{name}: base model")
+    warmup_end = next((r["step"] for r in records if r.get("event") == "warmup_end"), None)
+    if warmup_end:
+        for ax in axes:
+            ax.axvspan(0, warmup_end, color="tab:orange", alpha=0.12, lw=0,
+                       label="embedding warm-up" if ax is axes[1] else None)
     axes[1].set(title="held-out bits per character", xlabel="step", ylabel="bits / char")
     if names:
-        axes[1].legend()
+        axes[1].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
