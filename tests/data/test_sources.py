@@ -189,3 +189,32 @@ def test_datasets_folder_streams_and_resumes_from_its_state(tmp_path):
     resumed.restore(state)
     rest = ["".join(map(chr, resumed.next_piece(10**6)[0])) for _ in range(7)]
     assert rest == texts[5:]
+
+
+def test_file_hashes_are_reused_only_while_the_file_is_unchanged(tmp_path):
+    import hashlib
+    import os
+
+    from yunshan.data import files
+
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"a" * 1000)
+    assert files.sha256_file(path) == hashlib.sha256(b"a" * 1000).hexdigest()
+    reads = []
+    original = open
+
+    def counting_open(*args, **kwargs):
+        reads.append(args[0])
+        return original(*args, **kwargs)
+
+    import builtins
+
+    builtins.open, saved = counting_open, builtins.open
+    try:
+        files.sha256_file(path)  # unchanged: served from memory
+        assert not reads
+        path.write_bytes(b"b" * 1000)  # same size, new content and modification time
+        os.utime(path, ns=(1, 2))
+        assert files.sha256_file(path) == hashlib.sha256(b"b" * 1000).hexdigest() and reads
+    finally:
+        builtins.open = saved
