@@ -142,21 +142,27 @@ def cpt_recipe(model_dir: Path, tok_dir: Path | None, out: str, mixture, steps: 
 
 
 def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, steps: int, warmup_steps: int,
-                runs: Path, monitor_chars: int) -> dict:
-    """Six CPT runs at the same token budget; final bits/char and the monitor's curves."""
+                runs: Path, monitor_chars: int, finished: dict, save) -> dict:
+    """Six CPT runs at the same token budget; final bits/char and the monitor's curves.
+
+    ``finished`` holds variants a killed earlier invocation completed; ``save(variants)`` is called after each
+    run so a crash loses at most the run in progress."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from yunshan.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
 
-    variants = {}
+    variants = dict(finished)
     for replay, mixture in REPLAY.items():
         for key, label, tok, warmup in (("a", "(a) no extension", None, "false"),
                                         ("b", "(b) extension, plain CPT", tok_dir, "false"),
                                         ("c", "(c) extension, warm-up then CPT", tok_dir, "true")):
             name = f"{key}_{'replay' if 'general' in dict(mixture) else 'noreplay'}"
             out = runs / name
+            if name in variants:
+                print(name, "done in an earlier invocation", flush=True)
+                continue
             w = warmup_steps if warmup == "true" else 0
             recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok, str(out), mixture, steps - w, warmup,
                                                             w, monitor_chars=monitor_chars))
@@ -177,6 +183,7 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
             print(name, label, replay, {k: round(v["bpc"], 4) for k, v in final.items()}, f"{seconds:.0f}s",
                   flush=True)
             del model
+            save(variants)
     return variants
 
 
@@ -279,8 +286,17 @@ def main() -> int:
                                                           64 if not args.quick else 4)
         partial.write_text(json.dumps({"settings": [args.new_tokens, args.heldout_chars],
                                        "initialisations": results["initialisations"]}, indent=2))
+    budget_key = [args.steps, args.warmup_steps]
+    finished = done.get("budget", {}) if done.get("budget_settings") == budget_key else {}
+
+    def save(variants: dict) -> None:
+        if not args.quick:
+            partial.write_text(json.dumps({"settings": [args.new_tokens, args.heldout_chars],
+                                           "initialisations": results["initialisations"],
+                                           "budget_settings": budget_key, "budget": variants}, indent=2))
+
     results["budget"] = part_budget(model_dir, tok_dir, docs, autocast, args.steps, args.warmup_steps, out / "runs",
-                                    monitor_chars=8000 if not args.quick else 1000)
+                                    monitor_chars=8000 if not args.quick else 1000, finished=finished, save=save)
     results["seconds"] = time.perf_counter() - started
     table = render(results)
     print(table)

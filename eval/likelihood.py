@@ -201,6 +201,58 @@ def _log_probs_shared_prefix_at(lm, rows: list[list[int]], shared: int,
     return [torch.stack([found[p] if p < shared else tail_lp[(i, p)] for p in pos]) for i, pos in enumerate(positions)]
 
 
+@torch.no_grad()
+def _log_probs_multi_prefix_at(lm, groups: list[tuple[list[list[int]], int, list[list[int]]]]) -> list[list[torch.Tensor]]:
+    """`_log_probs_at` for several groups of rows at once, each group's rows sharing their first `shared` tokens
+    (one question and its options): the groups' prefixes run as one padded batch, then every row's tail as one
+    padded batch against its own group's cached prefix (the cache rows selected per tail, the prefix padding masked).
+
+    Only for models whose layers mix tokens by attention alone (supports_packed_tails): the padded slots of a
+    shorter prefix sit in the cache and are masked, which a convolution or state-space state would not allow.
+    Returns, per group, the log-softmax at each row's positions as `_log_probs_at` would."""
+    model = lm.model
+    device = next(model.parameters()).device
+    from transformers import DynamicCache
+
+    prefixes = [rows[0][:shared] for rows, shared, _ in groups]
+    ids, prefix_mask = _pad_right(prefixes, lm.tokenizer.pad_token_id, device)
+    inside = [sorted({p for pos in positions for p in pos if p < shared}) or [shared - 1]
+              for _, shared, positions in groups]
+    keep = sorted({p for k in inside for p in k})
+    column = {p: i for i, p in enumerate(keep)}
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids=ids, attention_mask=prefix_mask, use_cache=True,
+                   logits_to_keep=torch.tensor(keep, dtype=torch.long, device=device),
+                   **{cache_argument(model): cache}).logits
+    found = [{p: torch.log_softmax(logits[g, column[p]].float(), dim=-1) for p in inside[g]}
+             for g in range(len(groups))]
+    tails, owner, starts = [], [], []  # one tail per row that needs a position after its prefix
+    for g, (rows, shared, positions) in enumerate(groups):
+        for r, (row, pos) in enumerate(zip(rows, positions)):
+            if any(p >= shared for p in pos):
+                tails.append(row[shared: max(pos) + 1])
+                owner.append((g, r))
+                starts.append(shared)
+    tail_lp: dict[tuple[int, int, int], torch.Tensor] = {}
+    if tails:
+        cache.reorder_cache(torch.tensor([g for g, _ in owner], dtype=torch.long, device=device))
+        tail_ids, tail_mask = _pad_right(tails, lm.tokenizer.pad_token_id, device)
+        mask = torch.cat([prefix_mask[[g for g, _ in owner]], tail_mask], dim=1)
+        position_ids = torch.tensor(starts, device=device)[:, None] + torch.arange(tail_ids.shape[1], device=device)
+        wanted = sorted({p - groups[g][1] for g, r in owner for p in groups[g][2][r] if p >= groups[g][1]})
+        col = {p: i for i, p in enumerate(wanted)}
+        out = model(input_ids=tail_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
+                    logits_to_keep=torch.tensor(wanted, dtype=torch.long, device=device),
+                    **{cache_argument(model): cache}).logits
+        for t, (g, r) in enumerate(owner):
+            shared = groups[g][1]
+            for p in groups[g][2][r]:
+                if p >= shared:
+                    tail_lp[(g, r, p)] = torch.log_softmax(out[t, col[p - shared]].float(), dim=-1)
+    return [[torch.stack([found[g][p] if p < shared else tail_lp[(g, r, p)] for p in pos])
+             for r, pos in enumerate(positions)] for g, (_, shared, positions) in enumerate(groups)]
+
+
 def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = True) -> list[tuple[list[int], int]]:
     """Batches of row indices, each with the number of leading tokens its rows share and run once (0 = none).
 
@@ -294,8 +346,19 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
     per_option: dict[tuple[int, int], tuple[float, int, bool]] = {}
     separate_positions = [list(range(len(row) - len(cont), len(row)))
                           for row, (_, _, _, cont) in zip(separate_rows, separate)]
+
+    def record(batch_indices, log_probs):
+        for k, lp in zip(batch_indices, log_probs):
+            i, j, ctx, cont = separate[k]
+            total = lp[torch.arange(len(cont)), torch.tensor(cont)].sum().item()
+            per_option[(i, j)] = (total, len(cont), len(ctx) + len(cont) - 1 > max_length)
+
+    # Batches that hold a single question's options (0-shot prompts: different questions share little) are small;
+    # for attention-only models several of them run together, each tail against its own question's prefix.
+    small = [(b, c) for b, c in separate_plan if c and len(b) < batch_size and packed_tails]
     for batch_indices, common in separate_plan:
-        batch = [separate[k] for k in batch_indices]
+        if common and len(batch_indices) < batch_size and packed_tails:
+            continue  # in `small`
         rows = [separate_rows[k] for k in batch_indices]
         positions = [separate_positions[k] for k in batch_indices]
         if common and packed_tails:
@@ -304,10 +367,20 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
             log_probs = _log_probs_shared_prefix_at(lm, rows, common, positions)
         else:
             log_probs = _log_probs_at(lm, rows, positions)
-        for (i, j, ctx, cont), lp in zip(batch, log_probs):
-            total = lp[torch.arange(len(cont)), torch.tensor(cont)].sum().item()
-            per_option[(i, j)] = (total, len(cont), len(ctx) + len(cont) - 1 > max_length)
+        record(batch_indices, log_probs)
         bar.update(1)
+    while small:
+        chunk, rows_in = [], 0
+        while small and rows_in + len(small[0][0]) <= batch_size:
+            chunk.append(small.pop(0))
+            rows_in += len(chunk[-1][0])
+        if not chunk:
+            chunk.append(small.pop(0))
+        results_by_group = _log_probs_multi_prefix_at(lm, [
+            ([separate_rows[k] for k in b], c, [separate_positions[k] for k in b]) for b, c in chunk])
+        for (b, _), log_probs in zip(chunk, results_by_group):
+            record(b, log_probs)
+            bar.update(1)
     bar.close()
     for i, pairs in enumerate(encoded):
         if results[i] is None:

@@ -183,7 +183,7 @@ def test_multi_token_options_share_their_question_and_match_direct(which, reques
         monkeypatch.setattr(lk, attr, lambda *a, _f=original, _c=calls[name]: _c.append(len(a[1])) or _f(*a))
     options = ["财务状况", "经营成果和现金", "现金流量", "所有者权益变动表的附注"]
     prompts = [p for p in PROMPTS if len(p) > 20]
-    scores = score_choices(lm, [(p, options) for p in prompts], batch_size=8)
+    scores = score_choices(lm, [(p, options) for p in prompts], batch_size=4)  # a question fills a batch
     path = "repeated" if which == "pangu_conv" else "packed"
     assert len(calls[path]) == len(prompts) and not calls["plain"]  # one shared-prefix batch per question
     for prompt, s in zip(prompts, scores):
@@ -213,3 +213,24 @@ def test_rolling_nll_batched_by_length_equals_one_by_one(llama):
     for a, b in zip(batched, alone):
         assert a.n_tokens == b.n_tokens and a.n_windows == b.n_windows
         assert a.nll == pytest.approx(b.nll, rel=1e-6)
+
+
+@pytest.mark.parametrize("which", ["llama", "pangu"])
+def test_questions_run_together_each_against_its_own_prefix(which, request, monkeypatch):
+    """0-shot cloze: questions share little, so each question's options form a small group; several groups run in
+    one batch (their prefixes padded together, every option's tail against its own question's cached prefix)
+    and every option's log-likelihood equals one plain forward per option."""
+    lm = request.getfixturevalue(which)
+    import yunshan.eval.likelihood as lk
+
+    calls = []
+    original = lk._log_probs_multi_prefix_at
+    monkeypatch.setattr(lk, "_log_probs_multi_prefix_at", lambda lm_, groups: calls.append(len(groups))
+                        or original(lm_, groups))
+    questions = [("以下是关于会计的单项选择题。\n企业的资产负债表反映的是", ["财务状况", "经营成果和现金", "现金流量"]),
+                 ("题目：商业银行的主要负债是什么呢？请回答", ["存款", "贷款和票据", "债券", "现金与存放中央银行款项"]),
+                 ("根据《刑法》第二百六十四条，盗窃公私财物数额较大的，处", ["三年以下有期徒刑", "十年以上", "罚金"])]
+    scores = score_choices(lm, questions, batch_size=16)
+    assert calls == [3]  # all three questions in one batch
+    for (prompt, options), s in zip(questions, scores):
+        assert s.logliks == pytest.approx(direct_logliks(lm, prompt, options), rel=1e-6, abs=1e-5)
