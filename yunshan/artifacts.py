@@ -151,6 +151,7 @@ class DataReport(_JsonFile):
     sources: dict[str, CptSourceReport | SftSourceReport]
     steps: int | None = None
     precision: dict | None = None  # {"value": bf16 | fp32 | ..., "reason": ...}
+    engine: dict | None = None  # {"name": single | ddp | deepspeed | fsdp, "processes", "zero_stage", ...}
     # continual pretraining
     sequences: int | None = None
     seq_len: int | None = None

@@ -67,6 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input: a clear one-line message (the message names file, line and field), no traceback.
         print(f"yunshan {args.command}: error: {err}", file=sys.stderr)
         return 1
+    finally:
+        _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Destroy the process group of a distributed launch before the interpreter exits: left to interpreter teardown,
+    a gloo process group under DeepSpeed sometimes aborted a finished process ("terminate called without an active
+    exception", exit code -6), which failed the whole launch."""
+    torch = sys.modules.get("torch")  # never imported just for this (`yunshan --help` stays fast)
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from fixtures import three_source_corpora, train_tokenizer
+from fixtures import free_port, three_source_corpora, train_tokenizer
 from yunshan.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
@@ -124,6 +124,8 @@ def test_a_checkpoint_being_written_never_replaces_the_last_good_one(tmp_path):
     assert remove_incomplete_after(tmp_path, 20) == [tmp_path / "checkpoint-30"]
 
 
+@pytest.mark.multiprocess
+@pytest.mark.distributed  # make test runs DDP in test_engines.py::test_cpt_follows_one_process
 def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path):
     data = recipe_dict(setup, tmp_path / "one", max_steps=12, save_steps=100)
     data["monitor"] = {"every_steps": 0}
@@ -132,7 +134,8 @@ def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path):
     two = write_recipe(tmp_path / "two.yaml", data)
     subprocess.run(YUNSHAN + ["cpt", "--config", str(one)], check=True, capture_output=True)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-              str(ROOT / "recipes/accelerate/ddp_cpu.yaml"), "-m", "yunshan.cli", "cpt", "--config", str(two)]
+              str(ROOT / "recipes/accelerate/ddp_cpu.yaml"), "--main_process_port", str(free_port()),
+              "-m", "yunshan.cli", "cpt", "--config", str(two)]
     result = subprocess.run(launch, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixtures import train_tokenizer
+from fixtures import free_port, train_tokenizer
 from yunshan.recipe import load_recipe
 from yunshan.training.sft import SftArgs
 from yunshan.training.sft import build_sft_data, make_collator, run_sft
@@ -220,6 +220,8 @@ def test_neftune_noise_changes_training_only(task, tmp_path):
     assert torch.equal(model(ids).logits, model(ids).logits)  # no noise hook left on the saved model
 
 
+@pytest.mark.multiprocess
+@pytest.mark.distributed  # make test runs one launch per engine (test_engines.py)
 def test_two_processes_match_one_with_the_same_global_batch(task, tmp_path):
     """DDP (2 gloo processes, accelerate launch) with half the per-device batch follows the single process's loss
     curve: same packed rows, same order, loss averaged over the global batch's target tokens, per-source losses
@@ -236,6 +238,7 @@ def test_two_processes_match_one_with_the_same_global_batch(task, tmp_path):
                    check=True, capture_output=True)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
               str(Path(__file__).resolve().parents[2] / "recipes/accelerate/ddp_cpu.yaml"),
+              "--main_process_port", str(free_port()),
               "-m", "yunshan.cli", "sft", "--config", str(tmp_path / "two.yaml")]
     result = subprocess.run(launch, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

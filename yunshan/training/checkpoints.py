@@ -100,7 +100,7 @@ class YunshanTrainer(Trainer):
         fresh = self.optimizer is None
         optimizer = super().create_optimizer(model)
         if fresh and self.warmup is not None:
-            self.warmup.split_optimizer(optimizer)
+            self.warmup.split_optimizer(optimizer, self.model if model is None else model)
         return optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
@@ -122,6 +122,23 @@ class YunshanTrainer(Trainer):
             optimizer, self.warmup.lr_lambdas(optimizer, schedule, num_training_steps))
         self._created_lr_scheduler = True
         return self.lr_scheduler
+
+    def _load_optimizer_and_scheduler(self, checkpoint) -> None:
+        """Load as transformers does, with the parameters that have no optimizer state in `checkpoint` frozen.
+
+        FSDP2 (torch.distributed.checkpoint) loads optimizer state strictly: every parameter that requires a
+        gradient must have state in the checkpoint. The parameters the embedding warm-up keeps frozen have none
+        until their first step after it, which torch's optimizers handle alike on every engine (no state until the
+        first gradient)."""
+        stateless = self.warmup.stateless_parameters(checkpoint) if self.warmup is not None and checkpoint else []
+        flags = [p.requires_grad for p in stateless]
+        for param in stateless:
+            param.requires_grad_(False)
+        try:
+            super()._load_optimizer_and_scheduler(checkpoint)
+        finally:
+            for param, flag in zip(stateless, flags):
+                param.requires_grad_(flag)
 
     def _save_checkpoint(self, model, trial) -> None:
         limit = self.args.save_total_limit

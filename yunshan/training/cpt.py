@@ -9,7 +9,9 @@ mixed by token budget into packed sequences (yunshan.data.mixing, .packing), ser
 dataset that knows its exact position at every step (yunshan.data.stream). Checkpoints hold that position and
 are marked complete before old ones are deleted (yunshan.training.checkpoints); `resume: auto` continues from the
 newest complete one with exactly the sequences an uninterrupted run would have seen. The output folder holds the
-model (merged if LoRA), tokenizer, resolved recipe, data report, JSONL log and a PNG of the curves.
+model (merged if LoRA), tokenizer, resolved recipe, data report, JSONL log and a PNG of the curves. Any launch config
+of recipes/accelerate/ works (DDP, DeepSpeed ZeRO-2/3, FSDP2); what sharded weights ask of the code outside the
+training step is in yunshan.training.engines.
 """
 
 from __future__ import annotations
@@ -140,10 +142,12 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.artifacts import write_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after
-    from yunshan.training.embedding_warmup import WarmupController, fit_new_rows, new_row_parameters
+    from yunshan.training.embedding_warmup import (
+        FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows)
+    from yunshan.training.engines import engine_of, final_model, gathered, holds_weights
     from yunshan.training.models import (
         apply_lora, grow_embeddings, has_tokenizer, is_tied, load_model, load_tokenizer, new_token_mode,
-        choose_precision, trainable_summary)
+        planned_new_ids, choose_precision, trainable_summary)
     from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
 
     started = time.time()
@@ -189,33 +193,59 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
             "precision": precision, "heldout_sets": list(heldout),
         }
 
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
-    monitor_length = recipe.monitor.max_length or recipe.data.seq_len
-    autocast = precision == "bf16"
-    extending = base_tokenizer is not None and len(tokenizer) > len(base_tokenizer)
-    cost: dict = {}
-    if extending and heldout and resume_from is None:
-        # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
-        cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast)
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    if cost:
-        cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast)
     warm = recipe.warmup
-    rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, new_ids) != "none"
-    warmup_on = bool(new_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
+    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
+    rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, planned_ids) != "none"
+    warmup_on = bool(planned_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
     if warmup_on and not rows_trainable:
         raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
                          "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
+    warmup_steps = warm.steps if warmup_on else 0
+    total_steps = train.max_steps + warmup_steps
+    # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
+    # partitioned across the processes (yunshan.training.engines says what that asks of the code below).
+    targs = training_arguments(
+        train, out, ckpt_dir, total_steps, precision, rank_zero,
+        ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
+        dataloader_num_workers=0,  # the stream tracks its position in this process
+    )
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    monitor_length = recipe.monitor.max_length or recipe.data.seq_len
+    autocast = precision == "bf16"
+    here = holds_weights(model)  # false on FSDP ranks that receive rank 0's weights when training starts
+    cost: dict = {}
+    if planned_ids and heldout and resume_from is None:
+        # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
+        with gathered(model.parameters()):
+            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast) if here else None
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+    if new_ids != planned_ids:
+        raise RuntimeError(f"the embeddings grew by ids {new_ids[:3]}.. but the tokenizers planned {planned_ids[:3]}..")
+    if cost:
+        with gathered(model.parameters()):
+            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast) if here else None
+        cost = from_main_process(cost)
     fit_report = None
+    fit_file = ckpt_dir / FIT_FILE
     if warmup_on and warm.fit and resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
         sequences = [item["input_ids"].tolist() for _, item in zip(range(warm.fit_sequences),
                                                                     build_stream(recipe, tokenizer))]
-        fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
-                                  lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
-                                  log=print if rank_zero else (lambda *_: None))
+        with gathered(model.parameters(), modify=True):
+            if here:
+                fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
+                                          lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
+                                          log=print if rank_zero else (lambda *_: None))
+            if rank_zero:
+                ckpt_dir.mkdir(parents=True, exist_ok=True)
+                save_fitted_rows(model, new_ids, fit_file)
+    elif warmup_on and warm.fit:  # resuming: the rows as fitted when the run began
+        with gathered([model.get_output_embeddings().weight], modify=True):
+            if here and not load_fitted_rows(model, new_ids, fit_file) and rank_zero:
+                print(f"note: {fit_file} is missing; the frozen copy of the fitted output rows is not restored "
+                      "(the rows that train come from the checkpoint)", flush=True)
     if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids)
+        model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
@@ -224,15 +254,13 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         stream.load_state(resume_from)
         if rank_zero:
             print(f"resuming from {resume_from} (sequence {stream.mixer.sequence})", flush=True)
-    warmup_steps = warm.steps if warmup_on else 0
-    total_steps = train.max_steps + warmup_steps
     if rank_zero:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
               f"{tokens_per_step:,} tokens per step x {total_steps} steps"
               + (f" (up to {warmup_steps} of them embedding warm-up)" if warmup_steps else ""), flush=True)
 
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step,
-                         lambda step: stream.state_before(step * sequences_per_step)["emitted"])
+                         lambda step: stream.state_before(step * sequences_per_step)["emitted"], main_process=rank_zero)
     callbacks = [logger, *(callbacks or [])]
     monitor = None
     if heldout:
@@ -240,30 +268,26 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         callbacks.append(monitor)
     controller = None
     if warmup_on:
-        controller = WarmupController(warm, new_row_parameters(model, new_ids), train.learning_rate, monitor=monitor,
+        controller = WarmupController(warm, new_ids, train.learning_rate, monitor=monitor,
                                       base_bpc=cost.get("base"), logger=logger)
         if resume_from is not None:
             controller.load(resume_from)
         callbacks.append(controller)
     if cost and rank_zero:
         _report_cost(cost, new_ids, total_steps * tokens_per_step, warmup_on, out)
-    targs = training_arguments(
-        train, out, ckpt_dir, total_steps, precision, rank_zero,
-        ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
-        dataloader_num_workers=0,  # the stream tracks its position in this process
-    )
     trainer = YunshanTrainer(
         model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
         callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
     )
+    engine = engine_of(trainer.accelerator, model)
     if monitor is not None:
         monitor.trainer = trainer
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
 
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
     trained_sequences = trainer.state.global_step * sequences_per_step
+    final = final_model(trainer)  # every process takes part in gathering a sharded model
     if rank_zero:
-        final = trainer.accelerator.unwrap_model(trainer.model)
         if recipe.lora.enabled:
             final.save_pretrained(out / "adapter")
             final = final.merge_and_unload()
@@ -272,6 +296,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         tokenizer.save_pretrained(out)
         report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
         report.precision = {"value": precision, "reason": precision_reason}
+        report.engine = engine.to_dict()
         if new_ids:
             report.new_tokens = len(new_ids)
             cost_file = out / "extension_cost.json"

@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
+
+from yunshan.training.engines import named_parameters, reset_optimizer_state
 
 STATE_FILE = "warmup_state.json"
 
@@ -195,20 +198,52 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     return {"rounds": history, "sequences": len(sequences), "seconds": time.perf_counter() - started}
 
 
+FIT_FILE = "warmup_fit.safetensors"
+
+
+def save_fitted_rows(model, new_ids: list[int], path: Path) -> None:
+    """Save the fitted output rows of `new_ids` (whole tensors: under ZeRO-3, call inside `gathered`).
+
+    A resumed run loads them instead of fitting again: where the head stays frozen (LoRA with trainable token
+    indices) no engine's checkpoint holds them (DeepSpeed ZeRO-3 checkpoints only what the optimizer trains)."""
+    from safetensors.torch import save_file
+
+    rows = model.get_output_embeddings().weight.detach()[torch.tensor(sorted(new_ids))].clone()
+    save_file({"rows": rows, "ids": torch.tensor(sorted(new_ids))}, str(path))
+
+
+def load_fitted_rows(model, new_ids: list[int], path: Path) -> bool:
+    """Write the rows `save_fitted_rows` saved back into the output head (whole tensors); False if there is no file."""
+    from safetensors.torch import load_file
+
+    if not Path(path).is_file():
+        return False
+    saved = load_file(str(path))
+    if saved["ids"].tolist() != sorted(new_ids):
+        raise ValueError(f"{path}: fitted rows for ids {saved['ids'][:3].tolist()}.., but this run adds "
+                         f"{sorted(new_ids)[:3]}..; the tokenizer changed since the run began (start a new output_dir)")
+    weight = model.get_output_embeddings().weight
+    with torch.no_grad():
+        weight[saved["ids"]] = saved["rows"].to(weight.dtype)
+    return True
+
+
 # ----------------------------------------------------------------------------- the warm-up phase of training
 
 
-def new_row_parameters(model, new_ids: list[int]) -> list[tuple[torch.nn.Parameter, int | None]]:
+def new_row_parameters(model, new_ids: list[int]) -> list[tuple[torch.nn.Parameter, int | None, torch.nn.Module]]:
     """The trainable parameters that hold the new rows, each with the number of leading base rows to mask (None when
-    the parameter holds only new rows): PEFT's trainable-token deltas, a saved copy of embed_tokens / lm_head, or
-    the plain embedding matrices of full fine-tuning."""
-    found: dict[int, tuple[torch.nn.Parameter, int | None]] = {}
+    the parameter holds only new rows) and the module whose forward uses it: PEFT's trainable-token deltas, a saved
+    copy of embed_tokens / lm_head, or the plain embedding matrices of full fine-tuning. Shapes are the whole
+    parameters' (a ZeRO-3 partition's `ds_shape`, an FSDP2 DTensor's global shape)."""
+    from yunshan.training.engines import full_shape
+
+    found: dict[int, tuple[torch.nn.Parameter, int | None, torch.nn.Module]] = {}
     first_new = min(new_ids)
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        if "trainable_tokens_delta" in name:
-            found[id(param)] = (param, None)
+    for module_name, module in model.named_modules():
+        for name, param in module.named_parameters(recurse=False):
+            if param.requires_grad and "trainable_tokens_delta" in f"{module_name}.{name}":
+                found[id(param)] = (param, None, module)
     if found:
         return list(found.values())
     unwrapped = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -219,9 +254,14 @@ def new_row_parameters(model, new_ids: list[int]) -> list[tuple[torch.nn.Paramet
         copies = getattr(module, "modules_to_save", None)
         target = copies[next(iter(copies))] if copies else module
         weight = getattr(target, "weight", None)
-        if weight is not None and weight.requires_grad and weight.shape[0] > first_new:
-            found[id(weight)] = (weight, first_new)
+        if weight is not None and weight.requires_grad and full_shape(weight)[0] > first_new:
+            found[id(weight)] = (weight, first_new, target)
     return list(found.values())
+
+
+def _mask_base_rows(rows: int):
+    """A gradient hook that zeroes the gradient of the first `rows` rows (the base vocabulary)."""
+    return lambda grad: torch.cat([torch.zeros_like(grad[:rows]), grad[rows:]])
 
 
 class WarmupController(TrainerCallback):
@@ -231,11 +271,13 @@ class WarmupController(TrainerCallback):
     switch is a change of learning rates and `requires_grad` only, and a checkpoint restores either phase.
     """
 
-    def __init__(self, args: EmbeddingWarmupArgs, new_rows, train_lr: float, monitor=None, base_bpc=None,
+    def __init__(self, args: EmbeddingWarmupArgs, new_ids: list[int], train_lr: float, monitor=None, base_bpc=None,
                  logger=None):
         self.args = args
-        self.new_rows = new_rows                  # [(param, masked leading rows or None)]
-        self.new_ids = {id(p) for p, _ in new_rows}
+        self.new_token_ids = list(new_ids)
+        # [(param, masked leading rows or None, module)], found when the optimizer is built: FSDP2 replaces the
+        # parameters with sharded ones when it wraps the model, which happens first (Trainer.train)
+        self.new_rows: list = []
         self.train_lr = train_lr
         self.monitor = monitor
         self.base_bpc = base_bpc or {}            # held-out name -> the base model's bits/char
@@ -245,19 +287,25 @@ class WarmupController(TrainerCallback):
         self.checks: list[dict] = []
         self.trainer = None
         self._hooks = []
-        self._rest: list[torch.nn.Parameter] = []
+        self._masked: dict[int, object] = {}
+        # names of the other trained parameters: FSDP2 swaps every parameter for a sharded one after the optimizer
+        # is built (accelerate maps the optimizer over), so they are looked up in the model when needed
+        self._rest_names: list[str] = []
 
     # -- the optimizer and schedule (YunshanTrainer calls these)
-    def split_optimizer(self, optimizer) -> None:
-        """Move the new-row parameters out of the Trainer's groups into a group of their own (same hyperparameters
-        but weight decay 0 until the switch)."""
+    def split_optimizer(self, optimizer, model) -> None:
+        """Move the new-row parameters of `model` (the one the optimizer was built for) out of the Trainer's groups
+        into a group of their own (same hyperparameters but weight decay 0 until the switch)."""
+        self.new_rows = new_row_parameters(model, self.new_token_ids)
+        ids = {id(p) for p, _, _ in self.new_rows}
         moved = []
         for group in optimizer.param_groups:
-            keep = [p for p in group["params"] if id(p) not in self.new_ids]
-            moved += [(p, group["weight_decay"]) for p in group["params"] if id(p) in self.new_ids]
+            keep = [p for p in group["params"] if id(p) not in ids]
+            moved += [(p, group["weight_decay"]) for p in group["params"] if id(p) in ids]
             group["params"] = keep
         optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
-        self._rest = [p for g in optimizer.param_groups for p in g["params"]]
+        names = {id(p): n for n, p in model.named_parameters()}
+        self._rest_names = [names[id(p)] for g in optimizer.param_groups for p in g["params"]]
         decay = max((d for _, d in moved), default=0.0)
         # the decay to use after the switch travels with the group (and so with a checkpoint's optimizer state)
         optimizer.add_param_group({"params": [p for p, _ in moved], "weight_decay": decay, "yunshan_new_rows": True,
@@ -287,28 +335,58 @@ class WarmupController(TrainerCallback):
 
         return [new_rows if g.get("yunshan_new_rows") else rest for g in optimizer.param_groups]
 
+    def stateless_parameters(self, checkpoint) -> list[torch.nn.Parameter]:
+        """The parameters without optimizer state in `checkpoint` (a checkpoint-N folder): the frozen ones when it
+        was saved inside the warm-up or at its last step (they step for the first time after it)."""
+        match = re.search(r"checkpoint-(\d+)$", str(checkpoint).rstrip("/"))
+        step = int(match.group(1)) if match else None
+        if step is not None and self.switched_at is not None and step > self.switched_at:
+            return []
+        return self._rest()
+
+    def _rest(self) -> list[torch.nn.Parameter]:
+        """The trained parameters other than the new rows, as the (possibly sharded) model now holds them."""
+        params = named_parameters(self.trainer.accelerator.unwrap_model(self.trainer.model))
+        return [params[name] for name in self._rest_names]
+
     # -- the phase
     def _enter_warmup(self) -> None:
-        for param in self._rest:
+        for param in self._rest():
             param.requires_grad_(False)
-        for param, masked in self.new_rows:
+        for _, masked, module in self.new_rows:
             if masked:
-                self._hooks.append(param.register_hook(lambda g, n=masked: torch.cat([torch.zeros_like(g[:n]),
-                                                                                       g[n:]])))
+                self._hooks.append(module.register_forward_pre_hook(
+                    lambda mod, args, n=masked: self._mask_weight(mod.weight, n)))
         for group in self.trainer.optimizer.param_groups:
             if group.get("yunshan_new_rows"):
                 group["weight_decay"] = 0.0
 
+    def _mask_weight(self, weight: torch.Tensor, rows: int) -> None:
+        """Mask the base rows' gradient of the tensor this forward really uses: the parameter itself for one process,
+        DDP and DeepSpeed (gathered in place under ZeRO-3), FSDP2's unsharded parameter (whose gradient FSDP
+        reduce-scatters into the sharded one), so the base rows get no gradient, before clipping, under every
+        engine."""
+        if id(weight) not in self._masked and weight.requires_grad:
+            self._masked[id(weight)] = weight.register_hook(_mask_base_rows(rows))
+
     def _leave_warmup(self, step: int, reason: str) -> None:
         self.switched_at, self.reason = step, reason
-        for param in self._rest:
+        for param in self._rest():
             param.requires_grad_(True)
-        for hook in self._hooks:
+        for hook in [*self._hooks, *self._masked.values()]:
             hook.remove()
         self._hooks.clear()
-        for group in self.trainer.optimizer.param_groups:
+        self._masked.clear()
+        rest = []
+        for index, group in enumerate(self.trainer.optimizer.param_groups):
             if group.get("yunshan_new_rows"):
                 group["weight_decay"] = group["yunshan_weight_decay"]
+            else:
+                rest.append(index)
+        # The frozen parameters start their Adam state now, as torch's AdamW does for a parameter whose gradient was
+        # None until this step. DeepSpeed's ZeRO optimizers step every partition, with zero gradients for frozen
+        # parameters (step counted, moments decayed): forgetting that state makes them match one process.
+        reset_optimizer_state(self.trainer.optimizer, rest)
         scheduler = self.trainer.lr_scheduler
         for group, base_lr, fn in zip(self.trainer.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
             group["lr"] = base_lr * fn(step)  # the scheduler already stepped with the warm-up's lambdas
@@ -337,7 +415,9 @@ class WarmupController(TrainerCallback):
             reached = {name: row[f"bpc_{name}"] <= base for name, base in self.base_bpc.items()
                        if f"bpc_{name}" in row}
             self.checks.append({"step": step, **{k: row[k] for k in row if k.startswith("bpc_")}})
-            if reached and all(reached.values()):
+            # Every process measured; the main process decides for all (nondeterministic kernels on GPUs could make
+            # two processes disagree by a last bit, and a split decision would hang the run).
+            if from_main_process(bool(reached) and all(reached.values())):
                 self._leave_warmup(step, "held-out bits/char reached the base model's")
 
     # -- checkpoints
@@ -360,6 +440,17 @@ class WarmupController(TrainerCallback):
         steps = self.switched_at if self.switched_at is not None else self.args.steps
         return {"steps": steps, "tokens": steps * tokens_per_step, "ended": self.reason, "max_steps": self.args.steps,
                 "learning_rate": self.args.learning_rate, "checks": self.checks}
+
+
+def from_main_process(value):
+    """`value` as the main process has it, on every process (itself when there is one process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def relative_cost(base: dict, extended: dict) -> dict:

@@ -96,8 +96,13 @@ def grow_embeddings(model, base_tokenizer, tokenizer, init: str = "subword_mean"
     """Give the model rows for the ids an extended tokenizer adds to the model's own (base) tokenizer.
 
     New rows start as the mean of the base-tokenizer pieces of their text (yunshan.tokenizer.resize_embeddings),
-    also when the matrix was already padded past the new size. Returns the new token ids (empty if none)."""
-    rows = model.get_input_embeddings().weight.shape[0]
+    also when the matrix was already padded past the new size. Returns the new token ids (empty if none).
+
+    Under DeepSpeed ZeRO-3 (the model built inside zero.Init) the matrices are gathered whole for the new rows and
+    rank 0's rows written back to every partition (yunshan.training.engines); every rank must call this."""
+    from yunshan.training.engines import full_shape, gathered
+
+    rows = full_shape(model.get_input_embeddings().weight)[0]
     if base_tokenizer is None:
         if len(tokenizer) <= rows:
             return []
@@ -109,8 +114,15 @@ def grow_embeddings(model, base_tokenizer, tokenizer, init: str = "subword_mean"
         return []
     from yunshan.tokenizer import resize_embeddings
 
-    info = resize_embeddings(model, base_tokenizer, tokenizer, init=init)
+    info = resize_embeddings(model, base_tokenizer, tokenizer, init=init, gathered=gathered)
     return list(range(info["base_size"], info["new_size"]))
+
+
+def planned_new_ids(base_tokenizer, tokenizer) -> list[int]:
+    """The ids `grow_embeddings` will add, known from the tokenizers alone (before the model is loaded)."""
+    if base_tokenizer is None or len(tokenizer) <= len(base_tokenizer):
+        return []
+    return list(range(max(base_tokenizer.get_vocab().values()) + 1, max(tokenizer.get_vocab().values()) + 1))
 
 
 def is_tied(model) -> bool:
@@ -129,15 +141,18 @@ def new_token_mode(lora_args, new_token_ids: list[int]) -> str:
     return mode
 
 
-def apply_lora(model, lora_args, new_token_ids: list[int]):
+def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     """Wrap with PEFT LoRA. New vocabulary rows train too: all rows of embed_tokens/lm_head for a large
     extension (modules_to_save), only the new rows (trainable_token_indices) for a few tokens.
 
     A tied model stays tied in every mode, and its new rows train on both sides (they are one matrix): in "indices"
     mode PEFT ties the head's token adapter to the embedding's by itself; in "rows" mode both modules are saved and
     PEFT's `ensure_weight_tying` makes the head use the embedding's trained copy (with only embed_tokens saved, the
-    head would keep the old matrix and the merged model would come out untied)."""
+    head would keep the old matrix and the merged model would come out untied). `seed` seeds the adapter's initial
+    weights."""
     from peft import LoraConfig, get_peft_model
+
+    from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, without_zero_init
 
     target = lora_args.target_modules or "all-linear"
     embed_name = _module_name(model, model.get_input_embeddings())
@@ -146,6 +161,7 @@ def apply_lora(model, lora_args, new_token_ids: list[int]):
     tied = is_tied(model)
     extra = {}
     mode = new_token_mode(lora_args, new_token_ids)
+    check_lora_rows_of_tied_model(tied, mode)
     if mode == "indices":
         indices = {embed_name: new_token_ids}
         if head_name and not tied:
@@ -159,7 +175,16 @@ def apply_lora(model, lora_args, new_token_ids: list[int]):
         r=lora_args.r, lora_alpha=lora_args.alpha, lora_dropout=lora_args.dropout, target_modules=target,
         task_type="CAUSAL_LM", **extra,
     )
-    return get_peft_model(model, config)
+    # Under DeepSpeed ZeRO-3 PEFT copies rows of partitioned matrices: the trained copy of modules_to_save, the
+    # original values of trainable token indices (whose own ZeRO-3 path broadcasts from a CUDA device only). It reads
+    # them here from the gathered whole matrices as ordinary tensors; the engine partitions the adapter's new
+    # parameters when training starts.
+    matrices = [model.get_input_embeddings().weight] + ([head.weight] if head is not None else [])
+    # The adapter's initial weights depend on `seed` alone: loading inside zero.Init and growing the embeddings draw
+    # other amounts of random numbers than one process does, and every engine must start from the same adapter.
+    torch.manual_seed(seed)
+    with gathered(matrices), without_zero_init():
+        return get_peft_model(model, config)
 
 
 def _module_name(model, module) -> str:
@@ -170,6 +195,9 @@ def _module_name(model, module) -> str:
 
 
 def trainable_summary(model) -> str:
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    total = sum(p.numel() for p in model.parameters())
+    from yunshan.training.engines import full_shape
+
+    sizes = [(full_shape(p).numel(), p.requires_grad) for p in model.parameters()]  # whole sizes, also under ZeRO-3
+    trainable = sum(n for n, grad in sizes if grad)
+    total = sum(n for n, _ in sizes)
     return f"{trainable:,} trainable of {total:,} parameters ({100 * trainable / max(total, 1):.2f}%)"

@@ -113,20 +113,35 @@ def _format_bpc(row: dict) -> str:
 
 
 class JsonlLogger(TrainerCallback):
-    """Appends every Trainer log (plus tokens/s and tokens seen per source) to a JSONL file."""
+    """Appends every Trainer log (plus tokens/s and tokens seen per source) to a JSONL file.
 
-    def __init__(self, path: Path, tokens_per_step: int, tokens_by_source=None):
+    `main_process`: whether this process writes (with several processes each one measures, only the main one
+    writes)."""
+
+    def __init__(self, path: Path, tokens_per_step: int, tokens_by_source=None, main_process: bool = True):
         self.path = Path(path)
         self.tokens_per_step = tokens_per_step
         self.tokens_by_source = tokens_by_source  # callable(step) -> {source: tokens} or None
+        self.main_process = main_process
         self.last = None
 
     def write(self, record: dict) -> None:
+        if not self.main_process:
+            return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.last = (time.time(), state.global_step)
+        step = state.global_step
+        if step > 0 and self.main_process and self.path.is_file():
+            # A resumed run logs again what the stopped one logged after its checkpoint, and measures the held-out
+            # sets at the checkpoint's step again: drop those rows so every step appears once.
+            rows = [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            keep = [line for line in rows if (r := json.loads(line)).get("step", 0) < step
+                    or (r.get("step") == step and r.get("event") != "bpc")]
+            if len(keep) < len(rows):
+                self.path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

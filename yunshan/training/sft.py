@@ -8,7 +8,7 @@ or capped and shuffled into ONE training set (paper section 6.3), rendered with 
 (yunshan's default when it has none, saved with the model) with labels on assistant turns only
 (yunshan.data.chat), fitted to max_length without cutting a trained answer, optionally best-fit packed
 (yunshan.data.packing), and trained with transformers' Trainer, logging the loss per source. Checkpoints, resume,
-distributed launch and LoRA work as in `yunshan cpt`. At the end a few held-out prompts are answered (greedy) and
+distributed launch (DDP, DeepSpeed ZeRO-2/3, FSDP2: yunshan.training.engines) and LoRA work as in `yunshan cpt`. At the end a few held-out prompts are answered (greedy) and
 saved beside the model.
 """
 
@@ -251,7 +251,9 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
         messages = sample.messages[:-1]
         prompt = render(tokenizer, messages, add_generation_prompt=True)
         ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(device)
-        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
+        # synced_gpus off: the model is whole in this one process (under ZeRO-3 transformers would otherwise wait for
+        # the other processes at every token)
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, synced_gpus=False)
         answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
         results.append({"source": sample.source, "prompt": messages[-1]["content"],
                         "reference": sample.messages[-1]["content"], "generated": answer.strip()})
@@ -266,6 +268,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.artifacts import write_recipe
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
+    from yunshan.training.engines import engine_of, final_model
     from yunshan.training.models import (
         apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, choose_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
@@ -308,38 +311,44 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                 "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
                 "sources": report.to_json()["sources"], "precision": precision}
 
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    report.precision = {"value": precision, "reason": precision_reason}
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids)
     ckpt_dir = out / "checkpoints"
     resume_from = resolve_resume(train.resume, ckpt_dir)
-    if rank_zero:
-        out.mkdir(parents=True, exist_ok=True)
-        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
-        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
-              f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
-              f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
-
+    # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
+    # partitioned across the processes (yunshan.training.engines).
     targs = training_arguments(
         train, out, ckpt_dir, max_steps, precision, rank_zero,
         data_seed=recipe.data.seed,
         remove_unused_columns=False,  # source_ids feed the per-source losses
         neftune_noise_alpha=train.neftune_noise_alpha,
     )
+    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+    report.precision = {"value": precision, "reason": precision_reason}
+    if recipe.lora.enabled:
+        model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
+    if rank_zero:
+        out.mkdir(parents=True, exist_ok=True)
+        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
+        if resume_from is not None:
+            print(f"resuming from {resume_from}", flush=True)
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
+              f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
+              f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
+
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
-    logger = JsonlLogger(out / "log.jsonl", tokens_per_step)
+    logger = JsonlLogger(out / "log.jsonl", tokens_per_step, main_process=rank_zero)
     trainer = make_trainer_class()(
         model=model, args=targs, train_dataset=SftDataset(rows),
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
     )
+    engine = engine_of(trainer.accelerator, model)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
+    final = final_model(trainer)  # every process takes part in gathering a sharded model
     if rank_zero:
-        final = trainer.accelerator.unwrap_model(trainer.model)
+        report.engine = engine.to_dict()
         if recipe.lora.enabled:
             final.save_pretrained(out / "adapter")
             final = final.merge_and_unload()
