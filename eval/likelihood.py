@@ -26,7 +26,7 @@ import torch
 
 from .line_encoding import common_prefix_length, encode_texts
 from .shared_prefix import (
-    cache_argument, last_log_probs_packed, log_probs_packed_at, prefix_cache, supports_packed_tails)
+    cache_argument, last_log_probs_packed, log_probs_packed_at, prefix_cache, prefix_pass, supports_packed_tails)
 
 
 @dataclass
@@ -106,14 +106,15 @@ def _pad_right(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor
 
 
 @torch.no_grad()
-def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list[torch.Tensor]:
-    """For each row, log-softmax (float32) of the logits at the given input positions: one padded forward."""
+def _logits_kept(lm, rows: list[list[int]], needed: set[int]) -> tuple[torch.Tensor, dict[int, int]]:
+    """One right-padded forward of `rows`; the logits at the `needed` input positions only, and the column of each
+    position in them."""
     model = lm.model
     device = next(model.parameters()).device
     ids, mask = _pad_right(rows, lm.tokenizer.pad_token_id, device)
     if len({len(r) for r in rows}) == 1:
         mask = None  # no padding: the attention runs its plain causal kernel, and no mask is built
-    wanted = sorted({p for pos in positions for p in pos})
+    wanted = sorted(needed)
     kwargs = {}
     if _accepts_logits_to_keep(model):
         # Only the needed positions go through lm_head: with a 100k vocabulary the full logits would dominate.
@@ -121,7 +122,12 @@ def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list
         column = {p: i for i, p in enumerate(wanted)}
     else:
         column = {p: p for p in wanted}
-    logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits
+    return model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits, column
+
+
+def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list[torch.Tensor]:
+    """For each row, log-softmax (float32) of the logits at the given input positions: one padded forward."""
+    logits, column = _logits_kept(lm, rows, {p for pos in positions for p in pos})
     out = []
     for i, pos in enumerate(positions):
         cols = torch.tensor([column[p] for p in pos], dtype=torch.long, device=logits.device)
@@ -173,14 +179,7 @@ def _log_probs_shared_prefix_at(lm, rows: list[list[int]], shared: int,
     runs once (its needed positions' logits kept), its cache is repeated over the batch and the tails run padded."""
     model = lm.model
     device = next(model.parameters()).device
-    from transformers import DynamicCache
-
-    inside = sorted({p for pos in positions for p in pos if p < shared})
-    cache = DynamicCache(config=model.config)
-    keep = torch.tensor(inside or [shared - 1], dtype=torch.long, device=device)
-    prefix_logits = model(input_ids=torch.tensor([rows[0][:shared]], device=device), use_cache=True,
-                          logits_to_keep=keep, **{cache_argument(model): cache}).logits[0]
-    found = {p: torch.log_softmax(prefix_logits[k].float(), dim=-1) for k, p in enumerate(inside)}
+    cache, found = prefix_pass(model, rows[0][:shared], positions)
     tail_rows = [i for i in range(len(rows)) if any(p >= shared for p in positions[i])]
     tail_lp: dict[tuple[int, int], torch.Tensor] = {}
     if tail_rows:
@@ -446,19 +445,7 @@ def plan_length_batches(lengths: list[int], batch_size: int, max_tokens: int = M
 def _target_nll(lm, rows: list[list[int]], positions: list[int], targets: list[list[int]]) -> list[list[float]]:
     """Negative log-likelihood of each row's targets, target j predicted at input position positions[i] + j: one
     forward; the log-softmax is never materialised (logsumexp minus the target's logit, per row)."""
-    model = lm.model
-    device = next(model.parameters()).device
-    ids, mask = _pad_right(rows, lm.tokenizer.pad_token_id, device)
-    if len({len(r) for r in rows}) == 1:
-        mask = None  # no padding: the plain causal kernel, no mask built
-    wanted = sorted({first + j for first, t in zip(positions, targets) for j in range(len(t))})
-    kwargs = {}
-    if _accepts_logits_to_keep(model):
-        kwargs["logits_to_keep"] = torch.tensor(wanted, dtype=torch.long, device=device)
-        column = {p: i for i, p in enumerate(wanted)}
-    else:
-        column = {p: p for p in wanted}
-    logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits
+    logits, column = _logits_kept(lm, rows, {first + j for first, t in zip(positions, targets) for j in range(len(t))})
     out = []
     for i, (first, t) in enumerate(zip(positions, targets)):
         cols = torch.tensor([column[first + j] for j in range(len(t))], dtype=torch.long, device=logits.device)

@@ -182,6 +182,21 @@ def _attention_implementation(model, name: str):
 
 
 @torch.no_grad()
+def prefix_pass(model, prefix: list[int], positions: list[list[int]]):
+    """Run the shared prefix once: its cache, and the float32 log-softmax at every needed position inside it (the
+    logits of the other prefix positions are never computed)."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    shared = len(prefix)
+    inside = sorted({p for pos in positions for p in pos if p < shared})
+    cache = DynamicCache(config=model.config)
+    keep = torch.tensor(inside or [shared - 1], dtype=torch.long, device=device)
+    prefix_logits = model(input_ids=torch.tensor([prefix], device=device), use_cache=True,
+                          logits_to_keep=keep, **{cache_argument(model): cache}).logits[0]
+    return cache, {p: torch.log_softmax(prefix_logits[k].float(), dim=-1) for k, p in enumerate(inside)}
+
+
 def log_probs_packed_at(lm, rows: list[list[int]], shared: int, positions: list[list[int]]) -> list[torch.Tensor]:
     """Log-softmax (float32, shape (len(positions[i]), vocab)) at the given input positions of each row, as one
     forward of each row would give them; rows[i][:shared] must all be equal.
@@ -191,14 +206,7 @@ def log_probs_packed_at(lm, rows: list[list[int]], shared: int, positions: list[
     cache, every tail token getting an output (multi-token continuations: cloze options)."""
     model = lm.model
     device = next(model.parameters()).device
-    from transformers import DynamicCache
-
-    inside = sorted({p for pos in positions for p in pos if p < shared})
-    cache = DynamicCache(config=model.config)
-    keep = torch.tensor(inside or [shared - 1], dtype=torch.long, device=device)
-    prefix_logits = model(input_ids=torch.tensor([rows[0][:shared]], device=device), use_cache=True,
-                          logits_to_keep=keep, **{cache_argument(model): cache}).logits[0]
-    found = {p: torch.log_softmax(prefix_logits[k].float(), dim=-1) for k, p in enumerate(inside)}
+    cache, found = prefix_pass(model, rows[0][:shared], positions)
     tail_rows = [i for i, row in enumerate(rows) if any(p >= shared for p in positions[i])]
     tail_index: dict[tuple[int, int], int] = {}
     if tail_rows:
