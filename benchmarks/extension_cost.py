@@ -142,7 +142,7 @@ def cpt_recipe(model_dir: Path, tok_dir: Path | None, out: str, mixture, steps: 
 
 
 def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, steps: int, warmup_steps: int,
-                runs: Path, monitor_chars: int, finished: dict, save) -> dict:
+                runs: Path, monitor_chars: int, finished: dict, save, only: set[str] | None = None) -> dict:
     """Six CPT runs at the same token budget; final bits/char and the monitor's curves.
 
     ``finished`` holds variants a killed earlier invocation completed; ``save(variants)`` is called after each
@@ -154,14 +154,17 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
     from yunshan.training.cpt import CptArgs, run_cpt
 
     variants = dict(finished)
-    for replay, mixture in REPLAY.items():
-        for key, label, tok, warmup in (("a", "(a) no extension", None, "false"),
-                                        ("b", "(b) extension, plain CPT", tok_dir, "false"),
-                                        ("c", "(c) extension, warm-up then CPT", tok_dir, "true")):
+    # The claim first ((c) with 1:1 replay), then its references: a run cut short still answers the question.
+    for replay, mixture in reversed(REPLAY.items()):
+        for key, label, tok, warmup in (("c", "(c) extension, warm-up then CPT", tok_dir, "true"),
+                                        ("a", "(a) no extension", None, "false"),
+                                        ("b", "(b) extension, plain CPT", tok_dir, "false")):
             name = f"{key}_{'replay' if 'general' in dict(mixture) else 'noreplay'}"
             out = runs / name
             if name in variants:
                 print(name, "done in an earlier invocation", flush=True)
+                continue
+            if only and name not in only:
                 continue
             w = warmup_steps if warmup == "true" else 0
             recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok, str(out), mixture, steps - w, warmup,
@@ -256,6 +259,8 @@ def main() -> int:
     parser.add_argument("--warmup-steps", type=int, default=20, help="most warm-up steps of variant (c)")
     parser.add_argument("--heldout-chars", type=int, default=100000, help="characters per held-out file")
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
+    parser.add_argument("--variants", default="", help="comma-separated runs to do now (c_replay,a_replay,b_replay,"
+                        "c_noreplay,a_noreplay,b_noreplay; default all); finished ones are kept and reported")
     args = parser.parse_args()
     if args.quick:
         args.new_tokens, args.steps, args.warmup_steps, args.heldout_chars = 4000, 4, 2, 3000
@@ -296,7 +301,8 @@ def main() -> int:
                                            "budget_settings": budget_key, "budget": variants}, indent=2))
 
     results["budget"] = part_budget(model_dir, tok_dir, docs, autocast, args.steps, args.warmup_steps, out / "runs",
-                                    monitor_chars=8000 if not args.quick else 1000, finished=finished, save=save)
+                                    monitor_chars=8000 if not args.quick else 1000, finished=finished, save=save,
+                                    only=set(filter(None, args.variants.split(","))) or None)
     results["seconds"] = time.perf_counter() - started
     table = render(results)
     print(table)
