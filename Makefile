@@ -10,6 +10,9 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # Passive OpenMP waiting: spinning threads stall every op when another process holds a core (yunshan/__init__.py).
 export OMP_WAIT_POLICY := PASSIVE
+# DeepSpeed's CPU ops are compiled into the venv, not the shared ~/.cache: a build killed half-way elsewhere leaves a
+# `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
+export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
 .PHONY: demo demo-real test test-distributed venv bench clean-venv real-model
 
@@ -24,7 +27,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,deepspeed]"
 	@# DeepSpeed on CPU compiles its shared-memory collectives the first time a launch uses them (about 1.5 minutes
-	@# on 2 cores, then cached in ~/.cache/torch_extensions): done once here rather than inside a timed test.
+	@# on 2 cores, then cached in $(VENV)/torch_extensions): done once here rather than inside a timed test. Nothing
+	@# else builds while this runs, so a lock left by an interrupted earlier build is stale and removed first.
+	rm -f $(TORCH_EXTENSIONS_DIR)/*/lock
 	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
 		b is None or not b.is_compatible() or b.load()"
 	@touch $(STAMP)

@@ -11,11 +11,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# DeepSpeed's compiled CPU ops live in the venv (as the Makefile sets it), never in a cache shared with other checkouts.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(2)
+
+
+def _remove_stale_build_locks(root: Path, older_than_s: float = 600.0) -> None:
+    """torch's extension builder waits forever on a `lock` file that a killed build left behind.
+
+    Every DeepSpeed process takes that lock for a moment (a no-op ninja run) and a first build takes about 1.5
+    minutes here, so a lock older than 10 minutes was left by a process that no longer runs.
+    """
+    import time
+
+    for lock in root.glob("*/lock"):
+        try:
+            if time.time() - lock.stat().st_mtime > older_than_s:
+                lock.unlink()
+        except FileNotFoundError:
+            pass
+
+
+_remove_stale_build_locks(Path(os.environ["TORCH_EXTENSIONS_DIR"]))
 
 
 @pytest.fixture(autouse=True)
