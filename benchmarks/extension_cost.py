@@ -227,7 +227,6 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    base = results["initialisations"]["base model, own tokenizer"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = {"a": "tab:gray", "b": "tab:red", "c": "tab:green"}
     for name, v in results["budget"].items():
@@ -238,10 +237,18 @@ def plot(results: dict, path: Path) -> None:
                 ax.plot(*zip(*points), style, marker="o", ms=3, color=colors[name[0]],
                         label=f"{v['label']}, {v['replay']}")
     for ax, title in zip(axes, ("general held-out (forgetting)", "finance + legal held-out (gain)")):
-        ax.set(title=title, xlabel="training tokens (warm-up included)", ylabel="bits / character")
+        ax.set(title=title, xlabel="training tokens (warm-up included)",
+               ylabel=f"bits / character (first {results.get('monitor_chars', 8000):,} characters)")
         ax.grid(alpha=0.3)
-    axes[0].axhline(base["general"]["bpc"], color="black", lw=0.8, ls=":", label="base model")
-    axes[1].axhline(base["finance"]["bpc"], color="black", lw=0.8, ls=":", label="base model (finance)")
+    # The curves are the monitor's (its first characters of the held-out files, general and finance+legal
+    # together), so the base model's line is the monitor's value for it, not the whole-file figure of the table.
+    monitor_base = next((v["extension_cost"]["base"] for v in results["budget"].values() if v.get("extension_cost")),
+                        None)
+    if monitor_base is None:  # only runs without extension: their step 0 is the base model
+        first = next(iter(results["budget"].values()))["curve"][0]
+        monitor_base = {"general": first["bpc_general"], "domain": first["bpc_domain"]}
+    axes[0].axhline(monitor_base["general"], color="black", lw=0.8, ls=":", label="base model, own tokenizer")
+    axes[1].axhline(monitor_base["domain"], color="black", lw=0.8, ls=":", label="base model, own tokenizer")
     axes[0].legend(fontsize=7)
     fig.suptitle(f"Vocabulary extension (+{results['new_tokens']:,} tokens) on {results['model']}: bits/char against "
                  "trained tokens")
@@ -300,8 +307,9 @@ def main() -> int:
                                            "initialisations": results["initialisations"],
                                            "budget_settings": budget_key, "budget": variants}, indent=2))
 
+    results["monitor_chars"] = 8000 if not args.quick else 1000
     results["budget"] = part_budget(model_dir, tok_dir, docs, autocast, args.steps, args.warmup_steps, out / "runs",
-                                    monitor_chars=8000 if not args.quick else 1000, finished=finished, save=save,
+                                    monitor_chars=results["monitor_chars"], finished=finished, save=save,
                                     only=set(filter(None, args.variants.split(","))) or None)
     results["seconds"] = time.perf_counter() - started
     table = render(results)
