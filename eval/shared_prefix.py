@@ -92,6 +92,20 @@ def _attention_with_lse(query, key, value, causal: bool, scale: float,
     return out, lse
 
 
+def _common_dtype(query, key, value):
+    """q, k and v in the dtype transformers' SDPA attention would compute in.
+
+    Under bf16 autocast the projections come out in bf16 but rotary embeddings can return float32 queries and keys
+    (and a KV cache keeps what it was given), while the CPU flash kernel needs one dtype: autocast casts SDPA's
+    inputs to its dtype, so this does the same; without autocast keys and values follow the query."""
+    device = query.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+    else:
+        dtype = query.dtype
+    return query.to(dtype), key.to(dtype), value.to(dtype)
+
+
 def shared_prefix_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
                             scaling: float | None = None, yunshan_packed_tails: PackedTails | None = None, **kwargs):
     """Attention function (transformers' AttentionInterface signature) for one packed row of tails after a prefix.
@@ -104,6 +118,7 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     if kwargs.get("softcap") is not None or kwargs.get("sliding_window") is not None or kwargs.get("s_aux") is not None:
         raise RuntimeError(f"the {ATTENTION_NAME!r} attention does not support softcap, sliding windows or sinks")
     layout.calls += 1
+    query, key, value = _common_dtype(query, key, value)
     _, heads, n_packed, d = query.shape
     kv_heads = key.shape[1]
     groups = heads // kv_heads

@@ -135,6 +135,32 @@ def test_packed_tails_equal_each_rows_own_forward(kind, tokenizer_dir):
         torch.testing.assert_close(lp, direct, atol=2e-5, rtol=0)
 
 
+@pytest.mark.parametrize("kind", ["llama", "pangu_pi"])
+def test_packed_tails_under_bf16_autocast_follow_the_plain_forward(kind, tokenizer_dir):
+    """`yunshan eval --dtype auto` runs the packed tails under bf16 autocast, where rotary embeddings hand the
+    attention float32 queries and keys beside bf16 values (the CPU flash kernel refused the mix: 'expected scalar
+    type Float but found BFloat16'). The packed log-probabilities follow each row's own forward under the same
+    autocast within bf16 rounding."""
+    from transformers import AutoTokenizer
+
+    from yunshan.eval.loading import wrap_model
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    model = _tiny(kind, len(tok))
+    lm = wrap_model(model, tok)
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.randint(3, len(tok), (40,), generator=g).tolist()
+    rows = [prefix + torch.randint(3, len(tok), (n,), generator=g).tolist() for n in (7, 1, 12, 4)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed = last_log_probs_packed(lm, rows, 40)
+        for row, lp in zip(rows, packed):
+            with torch.no_grad():
+                direct = torch.log_softmax(model(input_ids=torch.tensor([row])).logits[0, -1:].float(), dim=-1)
+            assert lp.dtype == torch.float32
+            torch.testing.assert_close(lp, direct, atol=0.1, rtol=0)
+            assert (lp - direct).abs().mean() < 0.02
+
+
 def test_which_models_pack(tokenizer_dir):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
