@@ -25,8 +25,10 @@ class EvalArgs:
     recipe (where the runner fills `model` and `out`)."""
 
     model: list[str] = field(default_factory=list, metadata={
-        "help": "model folder (any HF causal LM, PanGu-π included); repeat for a side-by-side table; with bpc the "
-                "first is 'before' and the second 'after' in the forgetting table"})
+        "help": "model folder or Hub id ORG/NAME (any HF causal LM, PanGu-π included); repeat for a side-by-side "
+                "table; with bpc the first is 'before' and the second 'after' in the forgetting table"})
+    revision: str | None = field(default=None, metadata={
+        "help": "branch, tag or commit of the Hub ids among --model (local folders have none)"})
     tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={
         "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(TASKS)}"})
     data_dir: str | None = field(default=None, metadata={
@@ -73,7 +75,7 @@ class EvalArgs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
-    add_flags(parser, EvalArgs, required=("model",), metavars={"model": "DIR", "tasks": "TASK", "heldout": "LABEL=FILE",
+    add_flags(parser, EvalArgs, required=("model",), metavars={"model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE",
                                                                "text": "FILE"})
 
 
@@ -130,16 +132,19 @@ def run_eval(args: EvalArgs) -> dict:
     started = time.time()
     names = []
     for path in args.model:
+        # A Hub id is recorded as the HF cache folder it resolved to (its commit is in the path).
+        revision = args.revision if not Path(path).exists() else None
         name = Path(path).name or path
         name = name if name not in names else f"{name}#{len(names) + 1}"
         names.append(name)
         if all(task.format == "compression" for _, task, _ in tasks):
             # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
-            lm = load_tokenizer_only(path, hash_files=args.hash_weights)
-            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
+            lm = load_tokenizer_only(path, hash_files=args.hash_weights, revision=revision)
+            report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
         else:
-            lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights)
-            report["models"][name] = {"path": path, "sha256": lm.sha256, "class": type(lm.model).__name__,
+            lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights,
+                            revision=revision)
+            report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.model).__name__,
                                       "parameters": sum(p.numel() for p in lm.model.parameters()),
                                       "precision": lm.precision}
         from .generation import use_chat

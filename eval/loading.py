@@ -1,7 +1,8 @@
-"""Load the models and tokenizers an evaluation compares, offline, and fingerprint them and the data files.
+"""Load the models and tokenizers an evaluation compares and fingerprint them and the data files.
 
     from yunshan.eval.loading import load_model, sha256_model_dir
     lm = load_model("out/yunshan-tiny")        # any HF causal LM folder, PanGu-π included
+    lm = load_model("Qwen/Qwen2.5-0.5B", revision="main")   # a Hub id: the HF cache folder (yunshan.hub_download)
 
 Every JSON report records the model's and the data files' sha256, so a number can be traced to exact bytes.
 """
@@ -61,49 +62,56 @@ def sha256_model_dir(path: str | Path) -> str | None:
     return digest.hexdigest()
 
 
-def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weights: bool = True) -> LoadedModel:
-    """Load `path` with AutoModelForCausalLM / AutoTokenizer, never reaching a hub.
+def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weights: bool = True,
+               revision: str | None = None) -> LoadedModel:
+    """Load `path` with AutoModelForCausalLM / AutoTokenizer from a local folder.
 
     Args:
         path: a local folder saved by `save_pretrained` (any causal LM; PanGu-π works because importing yunshan
-            registers it), or a name already in the local HF cache.
+            registers it), or a Hub id ORG/NAME, resolved to its HF cache folder (downloaded unless
+            HF_HUB_OFFLINE=1: yunshan.hub_download); `LoadedModel.path` is that folder.
         dtype: "float32" (default), "auto" (float32 weights, bf16 autocast where the hardware multiplies bf16
             fast: yunshan.precision), "bfloat16" or "float16" (weights in that dtype; ~100x slower than float32
             on CPUs without AMX or AVX-512 BF16).
         device: torch device string.
         hash_weights: record the sha256 of the model folder's files (slow only for multi-GB checkpoints).
+        revision: branch, tag or commit of a Hub id.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import yunshan  # noqa: F401  (registers PanGu-π with the Auto classes)
+    from yunshan.hub_download import resolve_pretrained
     from yunshan.precision import eval_autocast
 
     dtype, autocast, reason = eval_autocast(dtype)
-    if not Path(path).exists():
-        raise FileNotFoundError(f"model {path!r}: no such folder (models load offline from a local folder)")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), local_files_only=True)
+    folder = resolve_pretrained(path, revision, what="model", field="--model")
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
-    name = Path(path).name or str(path)
     precision = f"{'bfloat16 autocast' if autocast else dtype} ({reason})"
-    return LoadedModel(name=name, path=str(path), model=model, tokenizer=tokenizer,
-                       sha256=sha256_model_dir(path) if hash_weights else None, autocast=autocast,
+    return LoadedModel(name=_name(path), path=str(folder), model=model, tokenizer=tokenizer,
+                       sha256=sha256_model_dir(folder) if hash_weights else None, autocast=autocast,
                        precision=precision)
 
 
-def load_tokenizer_only(path: str, hash_files: bool = True) -> LoadedModel:
-    """Only the tokenizer of `path` (for compression): `model` is None."""
+def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None) -> LoadedModel:
+    """Only the tokenizer of `path` (a folder or Hub id, as in load_model; no weights fetched): `model` is None."""
     from transformers import AutoTokenizer
 
-    if not Path(path).exists():
-        raise FileNotFoundError(f"tokenizer {path!r}: no such folder (tokenizers load offline from a local folder)")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return LoadedModel(name=Path(path).name or str(path), path=str(path), model=None, tokenizer=tokenizer,
-                       sha256=sha256_model_dir(path) if hash_files else None)
+    from yunshan.hub_download import resolve_pretrained
+
+    folder = resolve_pretrained(path, revision, what="tokenizer", field="--model")
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return LoadedModel(name=_name(path), path=str(folder), model=None, tokenizer=tokenizer,
+                       sha256=sha256_model_dir(folder) if hash_files else None)
+
+
+def _name(path: str) -> str:
+    return Path(path).name or str(path)
 
 
 def wrap_model(model, tokenizer, name: str = "model") -> LoadedModel:

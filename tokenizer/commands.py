@@ -5,7 +5,7 @@ r"""`yunshan tokenizer`: extend a tokenizer with finance / legal vocabulary, and
     yunshan tokenizer report --tokenizer BASE --tokenizer out/tokenizer --text heldout/finance.txt --json r.json
 
 BASE is a folder with tokenizer.json (byte-level BPE like GPT-2 / Llama-3 / Qwen, or SentencePiece-style BPE like
-Llama-2) or a SentencePiece BPE .model file. See tokenizer/README.md for the method and the guarantees.
+Llama-2), a SentencePiece BPE .model file, or a Hub id ORG/NAME (with --revision; yunshan.hub_download). See tokenizer/README.md for the method and the guarantees.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               choices={"on_invalid_utf8": ("error", "skip"), "txt_document": ("paragraph", "line", "file")})
     # The one flag with a word for a value: "none" lifts the limit.
     ext.add_argument("--max-token-chars", default="16", help=_help(ExtendArgs, "max_token_chars") + " (default 16)")
-    add_flags(ext.add_argument_group("step-0 cost"), ExtensionCostArgs, metavars={"model": "DIR", "heldout":
+    add_flags(ext.add_argument_group("step-0 cost"), ExtensionCostArgs, metavars={"model": "DIR_OR_ID", "heldout":
               "LABEL=FILE"}, choices={"init": ("subword_mean", "mean", "random")})
     rep = sub.add_parser("report", help="vocabulary size, tokens per character and bytes per token on text files")
     add_flags(rep, ReportArgs, metavars={"tokenizer": "PATH", "text": "FILE", "json": "PATH"})
@@ -85,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
             print(format_markdown(report["compression"]))
         cost = from_flags(ExtensionCostArgs, args)
         if cost.model:
-            _measure_cost(cost, args.base, args.out)
+            from yunshan.hub_download import resolve_pretrained
+
+            cost.model = resolve_pretrained(cost.model, args.revision if cost.model == args.base else None,
+                                            field="--model")
+            _measure_cost(cost, report["base"]["path"], args.out)
         elif cost.heldout:
             raise ValueError("--heldout needs --model (the model whose step-0 cost is measured)")
         return 0

@@ -23,6 +23,7 @@ unique word; only the merge loop (`continued_bpe.py`) is Python.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -50,7 +51,9 @@ class ExtendArgs:
     section of a `yunshan run` recipe (where the runner fills `base` and `out`)."""
 
     base: str = field(default="", metadata={
-        "help": "base tokenizer: a folder with tokenizer.json, or a SentencePiece .model"})
+        "help": "base tokenizer: a folder with tokenizer.json, a SentencePiece .model, or a Hub id ORG/NAME "
+                "(its tokenizer files, from the HF cache or downloaded: yunshan.hub_download)"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in --base"})
     corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text (see "
                                                 "txt_document)"})
     new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
@@ -275,6 +278,11 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     """Run the extension and write `args.out`; returns the report also saved as yunshan_tokenizer_extension.json."""
     _check_args(args)
     started = time.perf_counter()
+    from yunshan.hub_download import resolve_pretrained
+
+    # A Hub id is read from its HF cache folder; the report names that folder (its commit is in the path).
+    args = dataclasses.replace(args, base=resolve_pretrained(args.base, args.revision, what="tokenizer",
+                                                            field="--base"), revision=None)
     base = load_base_tokenizer(args.base)
     word_lists = [load_word_list(p) for p in resolve_word_lists(args.words)]
     terms = list(dict.fromkeys(t for wl in word_lists for t in wl.terms))

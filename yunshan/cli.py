@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 # name -> (module, one-line help). Adding a subcommand is one line here plus the module.
@@ -50,9 +49,8 @@ def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Never reach a model hub unless the user asked for it (set before HF libraries are imported).
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    # HF_HUB_OFFLINE is the user's to set: a Hub id in a recipe or flag downloads unless it is 1 (yunshan.hub_download).
+    # Only what nobody asked for runs offline by default: the tests (tests/conftest.py) and `make demo` (Makefile).
     argv = sys.argv[1:] if argv is None else list(argv)
     # The subcommand is the first word that is not an option (the top-level options take no values).
     chosen = next((a for a in argv if not a.startswith("-")), None)

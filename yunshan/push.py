@@ -11,7 +11,8 @@ anywhere and scrubs it from any error text. Every failure is one line naming the
 a repo id that is not ORG/NAME (checked before any request), and a refused request (401 bad token, 403 no write
 access, 404 missing repo or branch, 5xx Hub error, unreachable endpoint).
 
-Every other yunshan command keeps HF_HUB_OFFLINE=1; push is the one command that talks to the Hub, so it lifts
+Other yunshan commands download (a Hub id for a model or tokenizer) only when the environment allows it
+(HF_HUB_OFFLINE unset or 0; the test suite and `make demo` set it to 1); push exists to talk to the Hub, so it lifts
 offline mode for its own requests only. With --endpoint (or HF_ENDPOINT) pointing anywhere but huggingface.co it
 uploads through the plain HTTP/LFS protocol (as huggingface_hub does with HF_HUB_DISABLE_XET=1), since Xet storage
 is a huggingface.co service; against huggingface.co it uses the library's defaults.

@@ -1,10 +1,13 @@
-"""A local stand-in for the Hugging Face Hub endpoints a push calls, so `yunshan push` is tested end to end offline.
+"""A local stand-in for the Hugging Face Hub endpoints a push and a download call, so `yunshan push` and Hub ids in
+recipes and flags (yunshan.hub_download) are tested end to end offline.
 
 The routes are the requests huggingface_hub 2.x makes for HfApi.create_repo, create_branch and upload_folder when
 it uploads through plain HTTP/LFS (HF_HUB_DISABLE_XET, which `yunshan push` sets for a non-huggingface.co
 endpoint): hf_api.py create_repo / repo_info / create_branch / _validate_yaml, _commit_api.py _fetch_upload_modes
 (preupload) and _send_commit (ndjson commit), lfs.py post_lfs_batch_info and lfs_upload (single PUT + verify).
-Every request is recorded; a request to any other route is answered 404 and listed in `unhandled`, so a test
+Downloads (snapshot_download / hf_hub_download over plain HTTP, no Xet) call repo_info at a revision, the recursive
+tree listing and HEAD + GET of each file under /{repo}/resolve/{revision}/{path}; a public repository answers them
+without a token, a private one only with one. Every request is recorded; a request to any other route is answered 404 and listed in `unhandled`, so a test
 notices when the client starts calling something new. `fail[route] = status` makes a route refuse.
 """
 
@@ -30,7 +33,14 @@ ROUTES = [
     ("PUT", re.compile(r"^/lfs-storage/(?P<oid>[0-9a-f]{64})$"), "lfs_upload"),
     ("POST", re.compile(r"^/lfs-verify/(?P<oid>[0-9a-f]{64})$"), "lfs_verify"),
     ("POST", re.compile(rf"^/api/models/{REPO}/commit/(?P<rev>.+)$"), "commit"),
+    ("GET", re.compile(rf"^/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$"), "tree"),
+    ("GET", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
+    ("HEAD", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
+    # huggingface_hub 2.x fetches this registry (for its user-agent header) at most once a day when online.
+    ("GET", re.compile(r"^/api/agent-harnesses$"), "agent_harnesses"),
 ]
+# Routes answered without a token: reads of a public repository, and the public registry.
+READ_ROUTES = {"repo_info", "tree", "resolve"}
 
 
 class HubStandIn:
@@ -72,11 +82,58 @@ class HubStandIn:
                                "refs": {"main": {}}, "prs": 0}
         return 200, {"url": f"{self.url}/{repo_id}", "name": repo_id}, {}
 
+    def add_repo(self, repo_id: str, files: dict[str, bytes], private: bool = False,
+                 refs: dict[str, dict[str, bytes]] | None = None) -> None:
+        """A repository to download from: `files` on main, other branches or tags in `refs`."""
+        self.repos[repo_id] = {"private": private, "refs": {"main": dict(files), **(refs or {})}, "prs": 0}
+
+    def commit_of(self, repo_id: str, ref: str) -> str:
+        """A commit id for a ref: a digest of its files (stable while they do not change)."""
+        files = self.repos[repo_id]["refs"][ref]
+        digest = hashlib.sha1(repo_id.encode())
+        for path in sorted(files):
+            digest.update(path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+        return digest.hexdigest()
+
+    def _files_at(self, repo, rev):
+        """(commit id, files) of a branch, tag or commit id."""
+        state = self._repo(repo)
+        rev = unquote(rev)
+        if rev in state["refs"]:
+            return self.commit_of(unquote(repo), rev), state["refs"][rev]
+        for ref, files in state["refs"].items():
+            if self.commit_of(unquote(repo), ref) == rev:
+                return rev, files
+        raise _Reply(404, {"error": f"Invalid rev id: {rev}"}, {"X-Error-Code": "RevisionNotFound"})
+
     def repo_info(self, req, repo, rev=None):
         repo_id = unquote(repo)
         if repo_id not in self.repos:
             return 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
-        return 200, {"id": repo_id, "sha": "0" * 40, "private": self.repos[repo_id]["private"]}, {}
+        if rev is None and not self.repos[repo_id]["refs"]["main"]:  # an empty repository (push tests)
+            return 200, {"id": repo_id, "sha": "0" * 40, "private": self.repos[repo_id]["private"]}, {}
+        sha, files = self._files_at(repo, rev or "main")
+        return 200, {"id": repo_id, "sha": sha, "private": self.repos[repo_id]["private"],
+                     "siblings": [{"rfilename": p} for p in sorted(files)]}, {}
+
+    def agent_harnesses(self, req):
+        return 200, {"standardEnvVars": [], "harnesses": {}}, {}
+
+    def tree(self, req, repo, rev, path=None):
+        _, files = self._files_at(repo, rev)
+        prefix = f"{unquote(path).rstrip('/')}/" if path else ""
+        entries = [{"type": "file", "path": p, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                   for p, b in sorted(files.items()) if p.startswith(prefix)]
+        return 200, entries, {}
+
+    def resolve(self, req, repo, rev, path):
+        sha, files = self._files_at(repo, rev)
+        path = unquote(path)
+        if path not in files:
+            return 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}
+        data = files[path]
+        headers = {"X-Repo-Commit": sha, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'}
+        return 200, data, headers
 
     def branch(self, req, repo, rev):
         refs = self._repo(repo)["refs"]
@@ -186,15 +243,17 @@ class HubStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 return self.rfile.read(length) if length else b""
 
-            def _reply(self, status: int, body: dict, headers: dict):
-                data = json.dumps(body).encode()
+            def _reply(self, status: int, body, headers: dict):
+                raw = isinstance(body, bytes)  # a file's bytes (resolve), else a JSON answer
+                data = body if raw else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD":
+                    self.wfile.write(data)
 
             def _dispatch(self):
                 url = urlsplit(self.path)
@@ -217,7 +276,10 @@ class HubStandIn:
                     hub.requests.append({**req, "route": route})
                     try:
                         # Presigned storage URLs carry no Hub token, like S3's; every Hub route checks it.
-                        if route not in ("lfs_upload",):
+                        repo = match.groupdict().get("repo")
+                        public_read = route in READ_ROUTES and repo is not None and not hub.repos.get(
+                            unquote(repo), {}).get("private", False)
+                        if route not in ("lfs_upload", "agent_harnesses") and not public_read:
                             token = (req["authorization"] or "").removeprefix("Bearer ")
                             if token not in hub.tokens:
                                 raise _Reply(401, {"error": "Invalid credentials in Authorization header"}, {})

@@ -384,8 +384,8 @@ def _parquet_records(path, display, compression, raw, position):
 
 
 def load_dataset(name: str, config: str | None, split: str, what: str):
-    """A `datasets` dataset: a save_to_disk folder (random access) or a load_dataset name (streamed, offline unless
-    HF_HUB_OFFLINE=0). `what` names the dataset and who asks, for errors."""
+    """A `datasets` dataset: a save_to_disk folder (random access) or a load_dataset name (streamed; downloaded unless
+    HF_HUB_OFFLINE=1). `what` names the dataset and who asks, for errors."""
     import datasets
 
     datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN = 0  # closing a streamed parquet iterator early sleeps 5 s
@@ -401,7 +401,8 @@ def load_dataset(name: str, config: str | None, split: str, what: str):
         return datasets.load_dataset(name, config, split=split, streaming=True)
     except (ConnectionError, FileNotFoundError) as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "false", "False", "")
-        hint = (" yunshan runs offline by default: set HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 to download"
+        hint = (" Downloads are off in this environment (HF_HUB_OFFLINE=1): set HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 "
+                "to download"
                 if offline else "")
         raise FileNotFoundError(f"{what}: cannot load it ({err}).{hint}") from None
 

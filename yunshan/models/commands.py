@@ -19,7 +19,9 @@ class InfoArgs:
     """Arguments of `yunshan model info`."""
 
     preset_or_path: str = field(metadata={
-        "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny) or a folder with config.json"})
+        "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny), a folder with config.json or a "
+        "Hub id ORG/NAME (its config only)"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id"})
     json: bool = field(default=False, metadata={"help": "print JSON instead of a table"})
 
 
@@ -27,13 +29,14 @@ class InfoArgs:
 class UpcycleArgs:
     """Arguments of `yunshan model upcycle` (yunshan.models.pangu_pi.convert.upcycle_checkpoint)."""
 
-    src: str = field(metadata={"help": "folder of a LlamaForCausalLM (save_pretrained)"})
+    src: str = field(metadata={"help": "a LlamaForCausalLM: folder (save_pretrained) or Hub id ORG/NAME"})
     dst: str = field(metadata={"help": "output folder (model with remote code, plus the source's tokenizer files)"})
     siaf_terms: int = field(default=2, metadata={"help": "n, SIAF terms"})
     aug_shortcuts: int = field(default=1, metadata={"help": "T, augmented shortcuts per layer"})
     aug_reduction: int = field(default=32, metadata={"help": "r, shortcut bottleneck reduction"})
     siaf_neighbor_kernel: int = field(default=1, metadata={"help": "neighbour conv kernel (1 = off)"})
     seed: int = field(default=0, metadata={"help": "seed for the shortcuts' W1"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in src"})
 
 
 @dataclass
@@ -66,8 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if args.model_command == "info":
         from .info import count_parameters_by_part, format_parameter_table, load_config
 
+        from yunshan.hub_download import resolve_pretrained
+        from yunshan.models import presets
+
         a = from_flags(InfoArgs, args)
-        config = load_config(a.preset_or_path)
+        source = a.preset_or_path
+        if source not in presets():
+            source = resolve_pretrained(source, a.revision, what="tokenizer", field="PRESET_OR_PATH")
+        config = load_config(source)
         parts = count_parameters_by_part(config)
         if a.json:
             print(json.dumps({"model": str(a.preset_or_path), "model_type": config.model_type, **parts}, indent=2))
@@ -82,9 +91,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from .pangu_pi.convert import upcycle_checkpoint
 
+    from yunshan.hub_download import resolve_pretrained
+
     a = from_flags(UpcycleArgs, args)
     model = upcycle_checkpoint(
-        a.src, a.dst, siaf_terms=a.siaf_terms, aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
+        resolve_pretrained(a.src, a.revision, field="SRC"), a.dst, siaf_terms=a.siaf_terms, aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
         siaf_neighbor_kernel=a.siaf_neighbor_kernel, seed=a.seed,
     )
     total = sum(p.numel() for p in model.parameters())

@@ -230,9 +230,17 @@ class PipelineRunner:
 
 
 def _check_model(r: PipelineRecipe) -> list[str]:
-    """The base model folder: a config transformers reads, and tokenizer files."""
+    """The base model folder (a Hub id: its config and tokenizer, no weights): a config transformers reads, and
+    tokenizer files."""
+    from yunshan.hub_download import resolve_pretrained
+
     problems = []
-    model_dir = Path(r.model.name_or_path)
+    try:
+        model_dir = Path(resolve_pretrained(r.model.name_or_path, r.model.revision, what="tokenizer"))
+        tok = Path(resolve_pretrained(r.tokenizer.path, r.tokenizer.revision, what="tokenizer",
+                                      field="tokenizer.path") if r.tokenizer.path else model_dir)
+    except (FileNotFoundError, ValueError) as err:
+        return [str(err)]
     if not (model_dir / "config.json").is_file():
         problems.append(f"model.name_or_path: {model_dir} has no config.json")
     else:
@@ -242,7 +250,6 @@ def _check_model(r: PipelineRecipe) -> list[str]:
             AutoConfig.from_pretrained(model_dir, trust_remote_code=r.model.trust_remote_code)
         except Exception as err:  # noqa: BLE001  (reported, not raised: a dry run lists every problem)
             problems.append(f"model.name_or_path: {model_dir}: {err}")
-    tok = Path(r.tokenizer.path or r.model.name_or_path)
     if not any((tok / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
         problems.append(f"tokenizer: no tokenizer files in {tok}")
     return problems

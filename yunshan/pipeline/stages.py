@@ -79,6 +79,15 @@ class RunLayout:
     def __init__(self, recipe: PipelineRecipe):
         self.recipe = recipe
         self.out = Path(recipe.output_dir)
+        self._resolved: dict[tuple, str] = {}  # Hub ids resolved once per run (one Hub request each)
+
+    def _resolve(self, ref: str, revision: str | None, what: str, field: str) -> str:
+        from yunshan.hub_download import resolve_pretrained
+
+        key = (ref, revision, what)
+        if key not in self._resolved:
+            self._resolved[key] = resolve_pretrained(ref, revision, what=what, field=field)
+        return self._resolved[key]
 
     def section(self, stage: Stage):
         return getattr(self.recipe, stage.section)
@@ -89,13 +98,19 @@ class RunLayout:
     def folder(self, name: str) -> Path:
         return self.out / f"{STAGE_NAMES.index(name):02d}_{name}"
 
-    def base_model_dir(self) -> str:
+    def base_model_dir(self, weights: bool = True) -> str:
+        """The base model's folder: a Hub id in model.name_or_path resolves to its HF cache folder (downloaded
+        unless HF_HUB_OFFLINE=1; without `weights` only config and tokenizer, as a dry run needs)."""
         if self.recipe.base is not None:
             return str(self.folder("base"))
-        return self.recipe.model.name_or_path
+        m = self.recipe.model
+        return self._resolve(m.name_or_path, m.revision, "model" if weights else "tokenizer", "model.name_or_path")
 
     def base_tokenizer_dir(self) -> str:
-        return self.recipe.tokenizer.path or self.base_model_dir()
+        if self.recipe.tokenizer.path:
+            t = self.recipe.tokenizer
+            return self._resolve(t.path, t.revision, "tokenizer", "tokenizer.path")
+        return self.base_model_dir(weights=False)
 
     def tokenizer_dir(self) -> str:
         return str(self.folder("tokenizer")) if self.enabled("tokenizer") else self.base_tokenizer_dir()
@@ -109,10 +124,10 @@ class RunLayout:
     def trained_model(self, path: str) -> ModelArgs:
         """The recipe's model settings (dtype, attention, remote code) for a model folder written by a stage."""
         base = self.recipe.model or self.recipe.base.model
-        return dataclasses.replace(base, name_or_path=path, preset=None, config_overrides=None)
+        return dataclasses.replace(base, name_or_path=path, revision=None, preset=None, config_overrides=None)
 
     def tokenizer_args(self, path: str) -> TokenizerArgs:
-        return dataclasses.replace(self.recipe.tokenizer, path=path, base_path=self.base_tokenizer_dir())
+        return dataclasses.replace(self.recipe.tokenizer, path=path, revision=None, base_path=self.base_tokenizer_dir())
 
 
 # ---------------------------------------------------------------- the stages
@@ -278,7 +293,7 @@ STAGES: tuple[Stage, ...] = (
           filled=("training.output_dir",)),
     Stage("tokenizer", "tokenizer_extension", ("base",),
           lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
-          run_tokenizer, filled=("base", "out", "overwrite"), check=_check_words),
+          run_tokenizer, filled=("base", "revision", "out", "overwrite"), check=_check_words),
     Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out")),
     Stage("cpt", "cpt", ("base", "tokenizer"),
           lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,

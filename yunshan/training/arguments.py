@@ -20,7 +20,10 @@ class ModelArgs:
     """The model to train."""
 
     name_or_path: str | None = field(
-        default=None, metadata={"help": "folder of any HF causal LM (save_pretrained); offline, nothing downloads"})
+        default=None, metadata={"help": "any HF causal LM: a folder (save_pretrained) or a Hub id ORG/NAME (downloaded "
+                                        "to the HF cache unless HF_HUB_OFFLINE=1; yunshan.hub_download)"})
+    revision: str | None = field(
+        default=None, metadata={"help": "branch, tag or commit of a Hub id in name_or_path (default: its main branch)"})
     preset: str | None = field(
         default=None, metadata={"help": "instead of a folder: build a PanGu-π from a preset (pangu-pi-1b, tiny, ...)"})
     config_overrides: dict | None = field(
@@ -38,11 +41,12 @@ class ModelArgs:
 
 @dataclass
 class TokenizerArgs:
-    path: str | None = field(default=None, metadata={"help": "tokenizer folder (default: the model folder)"})
+    path: str | None = field(default=None, metadata={"help": "tokenizer folder or Hub id (default: the model's)"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in path"})
     base_path: str | None = field(
         default=None,
-        metadata={"help": "the model's original tokenizer, for subword-mean initialisation of new rows "
-                          "(default: the model folder when it holds a tokenizer)"})
+        metadata={"help": "the model's original tokenizer (folder or Hub id), for subword-mean initialisation "
+                          "of new rows (default: the model's when it has one)"})
     new_row_init: str = field(default="subword_mean", metadata={
         "help": "first value of each new embedding row: subword_mean (the mean of its pieces' rows, FVT), mean, "
                 "random (tokenizer/README.md has the measured comparison)"})

@@ -146,7 +146,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows)
     from yunshan.training.engines import engine_of, final_model, gathered, holds_weights
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, has_tokenizer, is_tied, load_model, load_tokenizer, new_token_mode,
+        apply_lora, grow_embeddings, resolve_sources, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, choose_precision, trainable_summary)
     from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
 
@@ -158,13 +158,9 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
 
-    tok_path = recipe.tokenizer.path or recipe.model.name_or_path
-    if tok_path is None:
-        raise ValueError("tokenizer.path is required when the model is built from a preset")
+    # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
+    model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
     tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
-    base_path = recipe.tokenizer.base_path
-    if base_path is None and recipe.model.name_or_path and has_tokenizer(recipe.model.name_or_path):
-        base_path = recipe.model.name_or_path
     base_tokenizer = load_tokenizer(base_path) if base_path else None
 
     stream = build_stream(recipe, tokenizer)
@@ -185,7 +181,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
         first = next(iter(stream))  # reads, validates and tokenises the first block of every source
         return {
-            **describe_model(recipe.model, len(tokenizer)), "tokenizer_size": len(tokenizer),
+            **describe_model(model_args, len(tokenizer)), "tokenizer_size": len(tokenizer),
             "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
             "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
@@ -209,7 +205,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
         dataloader_num_workers=0,  # the stream tracks its position in this process
     )
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    model = load_model(model_args, vocab_size=len(tokenizer))
     monitor_length = recipe.monitor.max_length or recipe.data.seq_len
     autocast = precision == "bf16"
     here = holds_weights(model)  # false on FSDP ranks that receive rank 0's weights when training starts

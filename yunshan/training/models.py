@@ -23,6 +23,40 @@ def has_tokenizer(path: str | os.PathLike) -> bool:
     return any((Path(path) / name).is_file() for name in TOKENIZER_FILES)
 
 
+def resolve_sources(recipe, weights: bool = True):
+    """(model args, tokenizer folder, base tokenizer folder or None) of a cpt/sft recipe with every Hub id resolved
+    to a local folder (yunshan.hub_download; the model's weights only when `weights`, so a dry run fetches none).
+
+    The tokenizer is `tokenizer.path`, else the model's; the base tokenizer (for subword-mean rows) is
+    `tokenizer.base_path`, else the model's own when it has one. A Hub id in `base_path` that is the model's id
+    takes the model's revision."""
+    import dataclasses
+
+    from yunshan.hub_download import resolve_pretrained
+
+    model_args = recipe.model
+    model_dir = None
+    if model_args.name_or_path:
+        model_dir = resolve_pretrained(model_args.name_or_path, model_args.revision,
+                                       what="model" if weights else "tokenizer")
+        model_args = dataclasses.replace(model_args, name_or_path=model_dir, revision=None)
+    tok = recipe.tokenizer
+    if tok.path:
+        tok_dir = resolve_pretrained(tok.path, tok.revision, what="tokenizer", field="tokenizer.path")
+    elif model_dir is not None:
+        tok_dir = model_dir
+    else:
+        raise ValueError("tokenizer.path is required when the model is built from a preset")
+    base_dir = None
+    if tok.base_path:
+        same = tok.base_path == recipe.model.name_or_path
+        base_dir = model_dir if same else resolve_pretrained(tok.base_path, None, what="tokenizer",
+                                                              field="tokenizer.base_path")
+    elif model_dir is not None and has_tokenizer(model_dir):
+        base_dir = model_dir
+    return model_args, tok_dir, base_dir
+
+
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
@@ -35,7 +69,7 @@ def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
 
 
 def load_model(model_args, vocab_size: int | None = None):
-    """A causal LM from `model.name_or_path` (any HF model folder, offline) or `model.preset` (a PanGu-π preset,
+    """A causal LM from `model.name_or_path` (any HF model folder; resolve_sources turns a Hub id into one) or `model.preset` (a PanGu-π preset,
     built from scratch with `config_overrides`; vocab_size defaults to the tokenizer's)."""
     from transformers import AutoModelForCausalLM
 

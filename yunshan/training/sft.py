@@ -270,7 +270,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.engines import engine_of, final_model
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, has_tokenizer, load_model, load_tokenizer, choose_precision, trainable_summary)
+        apply_lora, grow_embeddings, resolve_sources, load_model, load_tokenizer, choose_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
 
     started = time.time()
@@ -280,16 +280,12 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
 
-    tok_path = recipe.tokenizer.path or recipe.model.name_or_path
-    if tok_path is None:
-        raise ValueError("tokenizer.path is required when the model is built from a preset")
+    # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
+    model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
     tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
     added_template = ensure_chat_template(tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    base_path = recipe.tokenizer.base_path
-    if base_path is None and recipe.model.name_or_path and has_tokenizer(recipe.model.name_or_path):
-        base_path = recipe.model.name_or_path
     base_tokenizer = load_tokenizer(base_path) if base_path else None
 
     rows, heldout, report = build_sft_data(recipe, tokenizer)
@@ -307,7 +303,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if dry_run:  # no weights are loaded
         from yunshan.training.models import describe_model
 
-        return {**describe_model(recipe.model, len(tokenizer)), "rows": len(rows), "samples": report.samples,
+        return {**describe_model(model_args, len(tokenizer)), "rows": len(rows), "samples": report.samples,
                 "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
                 "sources": report.to_json()["sources"], "precision": precision}
 
@@ -321,7 +317,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         remove_unused_columns=False,  # source_ids feed the per-source losses
         neftune_noise_alpha=train.neftune_noise_alpha,
     )
-    model = load_model(recipe.model, vocab_size=len(tokenizer))
+    model = load_model(model_args, vocab_size=len(tokenizer))
     new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
     report.precision = {"value": precision, "reason": precision_reason}
     if recipe.lora.enabled:
