@@ -75,8 +75,8 @@ class EvalArgs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
-    add_flags(parser, EvalArgs, required=("model",), metavars={"model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE",
-                                                               "text": "FILE"})
+    add_flags(parser, EvalArgs, required=("model",), metavars={
+        "model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE", "text": "FILE"})
 
 
 def _hash_files(path: Path) -> dict[str, str]:

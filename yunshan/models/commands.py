@@ -19,8 +19,8 @@ class InfoArgs:
     """Arguments of `yunshan model info`."""
 
     preset_or_path: str = field(metadata={
-        "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny), a folder with config.json or a "
-        "Hub id ORG/NAME (its config only)"})
+        "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny), a folder with "
+                "config.json or a Hub id ORG/NAME (its config only)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id"})
     json: bool = field(default=False, metadata={"help": "print JSON instead of a table"})
 

@@ -186,13 +186,18 @@ def run_eval_after(layout: RunLayout, e: EvalArgs) -> dict:
     return _eval(layout, e, "eval_after", models)
 
 
+def _run_name(layout: RunLayout, training, stage: str) -> str:
+    """The trackers' run name of a stage: the recipe's, else RUN_FOLDER/stage (03_cpt alone says little)."""
+    return training.run_name or f"{layout.out.resolve().name}/{stage}"
+
+
 def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
     from yunshan.training.cpt import run_cpt
 
     out = layout.folder("cpt")
     summary = run_cpt(dataclasses.replace(
         c, model=layout.trained_model(layout.base_model_dir()), tokenizer=layout.tokenizer_args(layout.tokenizer_dir()),
-        training=dataclasses.replace(c.training, output_dir=str(out))))
+        training=dataclasses.replace(c.training, output_dir=str(out), run_name=_run_name(layout, c.training, "cpt"))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
     result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report.tokens_trained,
@@ -213,7 +218,7 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
     tokenizer = previous if layout.enabled("cpt") else layout.tokenizer_dir()
     summary = run_sft(dataclasses.replace(
         s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(tokenizer),
-        training=dataclasses.replace(s.training, output_dir=str(out))))
+        training=dataclasses.replace(s.training, output_dir=str(out), run_name=_run_name(layout, s.training, "sft"))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
     return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,

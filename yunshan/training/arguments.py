@@ -9,10 +9,11 @@ yunshan.training.sft.SftArgs) and the pipeline (yunshan.pipeline) are trees of t
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# training.report_to: the trackers yunshan passes to transformers' Trainer (yunshan.training.tracking).
+REPORT_TO = ("tensorboard", "wandb", "mlflow", "swanlab", "none")
 
 
 @dataclass
@@ -80,7 +81,11 @@ class TrainArgs:
     save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
     resume: str = field(default="auto", metadata={"help": "auto (newest complete checkpoint, if any), never, or a path"})
     seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
-    tensorboard: bool = field(default=False, metadata={"help": "also log to TensorBoard (output_dir/tensorboard)"})
+    report_to: list[str] = field(default_factory=list, metadata={
+        "help": "experiment trackers, as transformers' report_to: tensorboard (output_dir/tensorboard), wandb, "
+                "mlflow, swanlab, or none (the default); yunshan.training.tracking"})
+    run_name: str | None = field(default=None, metadata={
+        "help": "run name shown by the trackers (default: the output folder's name)"})
     epochs: float | None = field(
         default=None, metadata={"help": "SFT only: passes over the data; when set, max_steps is computed from it"})
     neftune_noise_alpha: float | None = field(
@@ -97,6 +102,12 @@ class TrainArgs:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise ValueError(f"training.precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
+        for name in self.report_to:
+            if name not in REPORT_TO:
+                raise ValueError(f"training.report_to: {name!r} is not a tracker yunshan supports; valid: "
+                                 f"{', '.join(REPORT_TO)}")
+        if "none" in self.report_to and len(set(self.report_to)) > 1:
+            raise ValueError(f"training.report_to {self.report_to}: 'none' cannot be combined with trackers")
 
 
 @dataclass
@@ -144,11 +155,9 @@ def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precisi
     import torch
     from transformers import TrainingArguments
 
-    if train.tensorboard:
-        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-            raise ValueError("training.tensorboard is true but TensorBoard is not installed: "
-                             "pip install 'yunshan[tensorboard]' (or set training.tensorboard: false)")
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
+    from yunshan.training.tracking import check_report_to
+
+    report_to = check_report_to(train.report_to)
     scheduler, scheduler_kwargs = {
         "cosine": ("cosine_with_min_lr", {"min_lr_rate": train.min_lr_ratio}),
         "linear": ("linear", {}),
@@ -176,7 +185,8 @@ def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precisi
         save_steps=train.save_steps,
         save_total_limit=train.save_total_limit,
         seed=train.seed,
-        report_to=["tensorboard"] if train.tensorboard else [],
+        report_to=report_to,
+        run_name=train.run_name or out.resolve().name,
         use_cpu=not torch.cuda.is_available(),
         deepspeed=train.deepspeed,
         fsdp=train.fsdp or "",

@@ -84,17 +84,26 @@ def remove_incomplete_after(folder: str | Path, step: int | None) -> list[Path]:
 class YunshanTrainer(Trainer):
     """Trainer whose checkpoints hold the data stream position and are marked complete before rotation.
 
-    With `warmup` (a yunshan.training.embedding_warmup.WarmupController) the new vocabulary rows get a param group
+    `log_extras` (step -> {name: number}) adds yunshan's own metrics to every training log. With `warmup` (a
+    yunshan.training.embedding_warmup.WarmupController) the new vocabulary rows get a param group
     of their own and every group its own learning-rate lambda, so one run holds the embedding warm-up and the
     continual pretraining after it; the controller's state is saved in every checkpoint."""
 
-    def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, **kwargs):
+    def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.data_stream = data_stream
         self.sequences_per_step = sequences_per_step
         self.warmup = warmup
+        self.log_extras = log_extras  # step -> {name: number} added to every training log (yunshan's own metrics)
         if warmup is not None:
             warmup.trainer = self
+
+    def log(self, logs, start_time=None):
+        # Added before the callbacks see the log, so every tracker (training.report_to) and the JSONL log get them.
+        if self.log_extras is not None and "loss" in logs:
+            logs.update(self.log_extras(self.state.global_step))
+        return super().log(logs, start_time)
 
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None

@@ -149,6 +149,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         apply_lora, grow_embeddings, resolve_sources, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, choose_precision, trainable_summary)
     from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
+    from yunshan.training.tracking import attach as attach_trackers
 
     started = time.time()
     train = recipe.training
@@ -271,10 +272,21 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         callbacks.append(controller)
     if cost and rank_zero:
         _report_cost(cost, new_ids, total_steps * tokens_per_step, warmup_on, out)
+    def token_shares(step: int) -> dict:
+        """The realised share of every source in the tokens trained so far (the mixture as it really is)."""
+        try:
+            emitted = stream.state_before(step * sequences_per_step)["emitted"]
+        except RuntimeError:
+            return {}
+        total = sum(emitted.values()) or 1
+        return {f"token_share_{name}": round(n / total, 6) for name, n in emitted.items()}
+
     trainer = YunshanTrainer(
         model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
         callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
+        log_extras=token_shares,
     )
+    attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
     if monitor is not None:
         monitor.trainer = trainer

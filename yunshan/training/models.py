@@ -69,8 +69,9 @@ def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
 
 
 def load_model(model_args, vocab_size: int | None = None):
-    """A causal LM from `model.name_or_path` (any HF model folder; resolve_sources turns a Hub id into one) or `model.preset` (a PanGu-π preset,
-    built from scratch with `config_overrides`; vocab_size defaults to the tokenizer's)."""
+    """A causal LM from `model.name_or_path` (any HF model folder; resolve_sources turns a Hub id into one) or
+    `model.preset` (a PanGu-π preset, built from scratch with `config_overrides`; vocab_size defaults to the
+    tokenizer's)."""
     from transformers import AutoModelForCausalLM
 
     import yunshan  # noqa: F401  (registers PanGu-π)

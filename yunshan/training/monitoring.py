@@ -86,6 +86,14 @@ class ForgettingMonitor(TrainerCallback):
         self.history.append(row)
         if self.logger is not None:
             self.logger.write({"event": "bpc", **row})
+        if self.trainer is not None:
+            # Through the Trainer's log, so every tracker of training.report_to shows the figures beside the loss
+            # (the JSONL log has them from the line above; JsonlLogger skips this call).
+            # A log call clears control.should_log; kept, so a step that is also a logging step still logs its loss.
+            control = self.trainer.control
+            should_log = control.should_log
+            self.trainer.log({k: v for k, v in row.items() if k.startswith("bpc_")})
+            self.trainer.control.should_log = should_log
         return row
 
     def _model(self, kwargs):
@@ -146,6 +154,8 @@ class JsonlLogger(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
+        if "loss" not in logs and any(k.startswith("bpc_") for k in logs):
+            return  # the forgetting monitor's figures, already written as a "bpc" event
         now, step = time.time(), state.global_step
         record = {"event": "train" if "loss" in logs else "log", "step": step, **logs}
         if self.last is not None and step > self.last[1]:

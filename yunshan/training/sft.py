@@ -272,6 +272,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.training.models import (
         apply_lora, grow_embeddings, resolve_sources, load_model, load_tokenizer, choose_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
+    from yunshan.training.tracking import attach as attach_trackers
 
     started = time.time()
     train = recipe.training
@@ -339,6 +340,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
     )
+    attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
