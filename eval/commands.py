@@ -39,9 +39,9 @@ class EvalArgs:
     split: str | None = field(default=None, metadata={
         "help": "split scored for MC tasks (default: val for the C-Eval format, test for the CMMLU format)"})
     mode: str = field(default="loglik", metadata={
-        "help": "loglik: answer-only, next-token likelihood of A-D (as the papers score); cloze: likelihood per "
-                "character of each option's text after the question (knowledge, for small models); generate: "
-                "greedy answer + documented extraction"})
+        "help": "loglik: answer-only, next-token likelihood of A-D (as the papers score); cloze: likelihood of "
+                "each option's text after the question against a neutral context (knowledge, for small models); "
+                "generate: greedy answer + documented extraction"})
     prompt_style: str = field(default="ceval", metadata={
         "help": "C-Eval-format prompt: ceval (docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid)"})
     chat: str = field(default="auto", metadata={

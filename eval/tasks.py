@@ -61,6 +61,21 @@ def is_sample(path: str | Path | None) -> bool:
         return False
 
 
+# How each `--mode` turns a question into an answer, as a model card says it (eval/multiple_choice.py).
+MODE_LABELS = {
+    "loglik": "answer likelihood",  # the letter (or letter set) after the listed options: the papers' protocol
+    "cloze": "cloze (option text likelihood vs a neutral context)",  # the options' texts, mutual information
+    "generate": "generated answer",  # greedy generation, then the documented extraction
+}
+
+
+def mode_label(mode: str) -> str:
+    """The card's words for an evaluation mode; a mode without words is an error, never a wrong label."""
+    if mode not in MODE_LABELS:
+        raise ValueError(f"results.json: mode {mode!r} has no description; known modes: {', '.join(MODE_LABELS)}")
+    return MODE_LABELS[mode]
+
+
 def headline_metrics(task: Task, result: dict, data: str | Path | None) -> list[Metric]:
     """The numbers a model card shows for one task's result: the module's own `headline`, else `overall`."""
     module = module_of(task)
@@ -80,7 +95,7 @@ def overall_metric(task: Task, result: dict, data: str | Path | None) -> Metric:
     if result.get("shots") is not None:
         bits.append(f"{result['shots']}-shot")
     if result.get("mode"):
-        bits.append("answer likelihood" if result["mode"] == "loglik" else "generated answer")
+        bits.append(mode_label(result["mode"]))
     if result.get("limit"):
         bits.append(f"first {result['limit']} per {'subject' if task.format in ('ceval', 'cmmlu') else 'task'}")
     if result.get("n"):

@@ -1,6 +1,7 @@
 """Experiment tracking (`training.report_to`, yunshan.training.tracking), read back offline: TensorBoard event files
 (tensorboard's own reader) and a local MLflow file store (MlflowClient) hold the run name, the resolved recipe and
-yunshan's metrics (token shares, held-out bits/char, per-source SFT losses) at the steps the JSONL log has them."""
+yunshan's metrics (token shares, held-out bits/char, per-source SFT losses) at the steps the JSONL log has them.
+And the panels of curves.png drawn from the same logs: no empty panel, the realised token shares of CPT."""
 
 import json
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from fixtures import three_source_corpora, train_tokenizer
 from yunshan.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs, run_cpt
+from yunshan.training.monitoring import curve_panels
 from yunshan.training.sft import SftArgs, run_sft
 
 TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "aug_reduction": 4}
@@ -101,6 +103,17 @@ def test_tensorboard_and_mlflow_read_back(setup, tmp_path, monkeypatch):
     saved = Path(client.download_artifacts(run.info.run_id, "recipe.yaml", str(tmp_path)))
     assert load_recipe(CptArgs, saved) == recipe
 
+    # curves.png: loss, bits/char and the realised token shares, which end at the data report's shares.
+    panels = curve_panels(log, weights={"short": 0.25, "long": 0.75})
+    assert [p["title"] for p in panels] == ["training loss", "held-out bits per character",
+                                            "realised token share per source"]
+    report = json.loads((out / "data_report.json").read_text())
+    shares = {label: (steps, values) for label, steps, values in panels[2]["series"]}
+    assert shares["short"][0] == [2, 4, 6]
+    assert shares["long"][1][-1] == pytest.approx(report["sources"]["long"]["token_share"])
+    assert panels[2]["levels"] == [("short: weight", 0.25), ("long: weight", 0.75)]
+    assert (out / "curves.png").stat().st_size > 10_000
+
 
 def test_sft_per_source_losses_reach_tensorboard(setup, tmp_path, monkeypatch):
     root, _, _ = setup
@@ -123,6 +136,11 @@ def test_sft_per_source_losses_reach_tensorboard(setup, tmp_path, monkeypatch):
                for tag in ("train/loss_finance", "train/loss_legal")}
     for name in ("finance", "legal"):
         assert scalars[f"train/loss_{name}"] == pytest.approx({s: r[f"loss_{name}"] for s, r in train.items()})
+    # curves.png of SFT: one panel, the loss overall and per source (no empty bits/char panel).
+    (panel,) = curve_panels(jsonl(out))
+    assert panel["title"] == "training loss per source"
+    assert [label for label, _, _ in panel["series"]] == ["all tokens", "finance", "legal"]
+    assert all(steps == sorted(train) for _, steps, _ in panel["series"])
 
 
 @pytest.mark.parametrize("report_to, expected", [

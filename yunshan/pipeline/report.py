@@ -89,8 +89,9 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
                   "|---|---:|---:|"]
         total = sum(cpt["tokens_by_source"].values()) or 1
         lines += [f"| {n} | {t:,} | {100 * t / total:.2f}% |" for n, t in cpt["tokens_by_source"].items()]
-    plots = [(layout.folder("cpt") / "curves.png", "continual pretraining: loss and held-out bits/char"),
-             (layout.folder("sft") / "curves.png", "SFT: loss"),
+    plots = [(layout.folder("cpt") / "curves.png",
+              "continual pretraining: loss, held-out bits/char and realised token shares"),
+             (layout.folder("sft") / "curves.png", "SFT: loss, overall and per source"),
              (layout.folder("base") / "curves.png", "stand-in base pretraining")]
     lines += ["", "## Plots", ""]
     for path, caption in plots:

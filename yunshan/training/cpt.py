@@ -316,7 +316,8 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         if monitor is not None:
             summary["bpc"] = monitor.history
         base_bpc = (report.extension_cost or {}).get("base") if new_ids else None
-        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc)
+        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc,
+                           weights={s.name: s.weight for s in recipe.data.sources})
         summary.update({"data_report": report, "curves": str(plot), "seconds": time.time() - started})
         print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
               flush=True)

@@ -1,5 +1,6 @@
 """Watching a training run: the forgetting monitor (bits per character on held-out general and domain text), the
-JSONL log (loss, lr, tokens/s, tokens seen per source) and the final plot of loss and bits-per-character curves.
+JSONL log (loss, lr, tokens/s, tokens seen per source) and the final plot (curves.png): loss (per source for SFT),
+held-out bits per character and the realised token share of every source over the steps.
 
 Bits per character, not token perplexity: a model whose tokenizer grew cuts the same text into fewer tokens, so
 per-token figures are not comparable before and after; bits per character are (sum of token NLL in bits over the
@@ -170,37 +171,72 @@ class JsonlLogger(TrainerCallback):
         self.write(record)
 
 
-def plot_curves(log_path: Path, out_png: Path, title: str, base_bpc: dict | None = None) -> Path | None:
-    """Loss and bits-per-character curves from the JSONL log, as one PNG. The embedding warm-up (new rows only),
-    when the log records its end, is shaded on both panels; `base_bpc` (held-out name -> the base model's bits/char
-    with its own tokenizer) is drawn as dotted levels: the mark an extended vocabulary has to get back under."""
+def curve_panels(records: list[dict], base_bpc: dict | None = None, weights: dict | None = None) -> list[dict]:
+    """The panels of curves.png from the JSONL log's records, only those with data: training loss (with the loss
+    per source when SFT logged it), held-out bits per character (when the monitor measured any) and the realised
+    token share of every source over the steps (when CPT logged tokens per source), with the target `weights`.
+
+    Each panel: {"title", "ylabel", "series": [(label, steps, values)], "levels": [(label, value)]}."""
+    train = [r for r in records if r.get("event") == "train" and "loss" in r]
+    panels = []
+    series = [("all tokens", [r["step"] for r in train], [r["loss"] for r in train])] if train else []
+    for key in sorted({k for r in train for k in r if k.startswith("loss_")}):
+        pts = [(r["step"], r[key]) for r in train if key in r]
+        series.append((key[5:], [p[0] for p in pts], [p[1] for p in pts]))
+    panels.append({"title": "training loss" + (" per source" if len(series) > 1 else ""),
+                   "ylabel": "loss (nats/token)", "series": series, "levels": []})
+    bpc = [r for r in records if r.get("event") == "bpc"]
+    names = sorted({k for r in bpc for k in r if k.startswith("bpc_")})
+    if names:
+        series = []
+        for name in names:
+            pts = [(r["step"], r[name]) for r in bpc if name in r]
+            series.append((name[4:], [p[0] for p in pts], [p[1] for p in pts]))
+        levels = [(f"{name}: base model", value) for name, value in sorted((base_bpc or {}).items())]
+        panels.append({"title": "held-out bits per character", "ylabel": "bits / char", "series": series,
+                       "levels": levels})
+    shares = [(r["step"], r["tokens_by_source"]) for r in train if r.get("tokens_by_source")]
+    if shares:
+        total_weight = sum((weights or {}).values()) or 1.0
+        series = []
+        for name in shares[-1][1]:
+            pts = [(step, tokens[name] / (sum(tokens.values()) or 1)) for step, tokens in shares if name in tokens]
+            series.append((name, [p[0] for p in pts], [p[1] for p in pts]))
+        levels = [(f"{name}: weight", w / total_weight) for name, w in (weights or {}).items()]
+        panels.append({"title": "realised token share per source", "ylabel": "share of tokens trained",
+                       "series": series, "levels": levels})
+    return panels
+
+
+def plot_curves(log_path: Path, out_png: Path, title: str, base_bpc: dict | None = None,
+                weights: dict | None = None) -> Path | None:
+    """curves.png from the JSONL log: the panels of `curve_panels`, side by side. The embedding warm-up (new rows
+    only), when the log records its end, is shaded on every panel; `base_bpc` (held-out name -> the base model's
+    bits/char with its own tokenizer) is drawn as dotted levels: the mark an extended vocabulary has to get back
+    under; `weights` (source -> mixture weight) as dotted levels of the token shares."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]
-    train = [(r["step"], r["loss"]) for r in records if r.get("event") == "train" and "loss" in r]
-    bpc = [r for r in records if r.get("event") == "bpc"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        axes[0].plot(*zip(*train), color="tab:blue")
-    axes[0].set(title="training loss", xlabel="step", ylabel="loss (nats/token)")
-    names = sorted({k for r in bpc for k in r if k.startswith("bpc_")})
-    for name in names:
-        pts = [(r["step"], r[name]) for r in bpc if name in r]
-        axes[1].plot(*zip(*pts), marker="o", label=name[4:])
-    for k, (name, value) in enumerate(sorted((base_bpc or {}).items())):
-        axes[1].axhline(value, ls=":", lw=1, color=f"C{names.index('bpc_' + name) if 'bpc_' + name in names else k}",
-                        label=f"{name}: base model")
+    panels = curve_panels(records, base_bpc, weights)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     warmup_end = next((r["step"] for r in records if r.get("event") == "warmup_end"), None)
-    if warmup_end:
-        for ax in axes:
-            ax.axvspan(0, warmup_end, color="tab:orange", alpha=0.12, lw=0,
-                       label="embedding warm-up" if ax is axes[1] else None)
-    axes[1].set(title="held-out bits per character", xlabel="step", ylabel="bits / char")
-    if names:
-        axes[1].legend(fontsize=8)
+    for ax, panel in zip(axes[0], panels):
+        colours = {}
+        for k, (label, steps, values) in enumerate(panel["series"]):
+            many = len(steps) > 12
+            line, = ax.plot(steps, values, marker=None if many else "o", ms=3, label=label,
+                            lw=2 if k == 0 and panel["title"].startswith("training loss") else 1.2)
+            colours[label] = line.get_color()
+        for label, value in panel["levels"]:
+            ax.axhline(value, ls=":", lw=1, color=colours.get(label.split(":")[0], "grey"), label=label)
+        if warmup_end:
+            ax.axvspan(0, warmup_end, color="tab:orange", alpha=0.12, lw=0, label="embedding warm-up")
+        ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+        if len(panel["series"]) > 1 or panel["levels"] or warmup_end:
+            ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
