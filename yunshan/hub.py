@@ -3,6 +3,7 @@
     yunshan export runs/demo_tiny --out exports/demo-tiny --license apache-2.0 --language zh en
     yunshan export runs/pangu-7b --out exports/yunshan-7b --max-shard-size 5GB --dtype bfloat16 --repo-id org/yunshan-7b
     yunshan export runs/sft-lora --out exports/adapter --adapter --base-model org/base-7b
+    yunshan export runs/pangu-n1 --out exports/llama --as-llama      # a Llama-equivalent PanGu-π as LlamaForCausalLM
 
 The export holds: the weights as safetensors (sharded with model.safetensors.index.json above --max-shard-size,
 copied tensor by tensor so memory stays at one shard), config.json with `auto_map` and the modeling code for
@@ -10,7 +11,9 @@ yunshan's own architectures (so the folder loads with `trust_remote_code=True` w
 transformers' own architectures need no code), the tokenizer (with the chat template SFT used),
 generation_config.json, the resolved recipe and a model card README.md (yunshan.model_card). A LoRA run exports
 the merged weights by default, or with --adapter only the PEFT adapter (adapter_config.json naming the base on the
-Hub). Everything is written to a temporary folder beside --out, checked (tensor names, shapes and dtypes against
+Hub). With --as-llama a PanGu-π whose settings make it exactly a Llama (siaf_terms=1, aug_shortcuts=0, no neighbour
+convolution) is written as LlamaForCausalLM, for runtimes that know Llama but run no remote code
+(yunshan.models.pangu_pi.convert.LlamaExport); any other config is refused with the reason. Everything is written to a temporary folder beside --out, checked (tensor names, shapes and dtypes against
 the source, the tokenizer encodes a probe as the source does, the card's front matter parses), then renamed into
 place: --out is untouched unless the export succeeds.
 """
@@ -50,6 +53,9 @@ class ExportArgs(CardOptions):
     out: str = field(default="", metadata={"help": "folder to create (written only if the export succeeds)"})
     adapter: bool = field(default=False, metadata={
         "help": "LoRA runs: export only the PEFT adapter instead of the merged weights"})
+    as_llama: bool = field(default=False, metadata={
+        "help": "write a Llama-equivalent PanGu-π (siaf_terms=1, aug_shortcuts=0) as LlamaForCausalLM: no remote "
+                "code, loadable by any Llama runtime; refused with the reason for any other config"})
     max_shard_size: str = field(default="2GB", metadata={
         "help": "largest safetensors file (KB/MB/GB decimal, KiB/MiB/GiB binary, or bytes); larger models shard"})
     dtype: str | None = field(default=None, metadata={
@@ -176,9 +182,12 @@ def _nbytes(dtype: str, shape: list[int]) -> int:
     return n * _ITEMSIZE[dtype]
 
 
-def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | None) -> dict:
+def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | None, as_llama: dict | None = None
+                  ) -> dict:
     """Copy (or re-shard / convert) the safetensors weights of `model_dir` into `out`, one shard in memory at a time.
 
+    With `as_llama` (the PanGu-π config.json) the tensors are written as LlamaForCausalLM's
+    (yunshan.models.pangu_pi.convert.LlamaExport); the result then holds its "llama_config".
     Returns {"files": [...], "parameters": int, "dtype": str}. Shard names and the index follow transformers
     (model-00001-of-0000N.safetensors, model.safetensors.index.json), planned with huggingface_hub's splitter."""
     from huggingface_hub import split_state_dict_into_shards_factory
@@ -187,15 +196,25 @@ def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | 
 
     sources = _weight_files(model_dir)
     layout, metadata = read_layout(sources)
+    convert = None
+    if as_llama is not None:
+        from yunshan.models.pangu_pi.convert import LlamaExport
+
+        def read(name):
+            with safe_open(str(layout[name][0]), framework="pt") as handle:
+                return handle.get_tensor(name)
+
+        convert = LlamaExport(as_llama, layout, read)
+        layout = convert.layout
     target = DTYPES.get(dtype) if dtype else None
     out_dtype = {n: (target if target and d in _FLOAT else d) for n, (_, d, _) in layout.items()}
-    order = module_order(model_dir)
+    order = convert.order() if convert is not None else module_order(model_dir)
     names = sorted(layout, key=lambda n: (order.get(n, len(order)), _natural(n)))
     sizes = {n: _nbytes(out_dtype[n], layout[n][2]) for n in names}
     split = split_state_dict_into_shards_factory(sizes, get_storage_size=lambda size: size,
                                                  filename_pattern="model{suffix}.safetensors",
                                                  max_shard_size=max_shard_size)
-    same_layout = target is None and all(out_dtype[n] == layout[n][1] for n in names) and {
+    same_layout = convert is None and target is None and all(out_dtype[n] == layout[n][1] for n in names) and {
         f: set(t) for f, t in split.filename_to_tensors.items()} == {
         p.name: {n for n, (src, _, _) in layout.items() if src == p} for p in sources}
     if same_layout:
@@ -212,9 +231,9 @@ def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | 
                 by_source.setdefault(layout[name][0], []).append(name)
             for src, src_names in by_source.items():
                 # Opened per shard and closed at once, so no source stays memory-mapped across shards.
-                with safe_open(str(src), framework="pt") as handle:
+                with safe_open(str(src), framework="pt") if src is not None else _NoFile() as handle:
                     for name in src_names:
-                        tensor = handle.get_tensor(name)
+                        tensor = convert.tensor(name, handle.get_tensor) if convert else handle.get_tensor(name)
                         if out_dtype[name] != layout[name][1]:
                             tensor = tensor.to(torch_dtype[out_dtype[name]])
                         tensors[name] = tensor.contiguous()
@@ -232,7 +251,20 @@ def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | 
     names_dtype = {v: k for k, v in DTYPES.items()}
     return {"files": written, "parameters": parameters, "shards": len(split.filename_to_tensors),
             "dtype": "/".join(names_dtype.get(k, k) for k in kinds) or "none", "layout": layout,
-            "out_dtype": out_dtype}
+            "out_dtype": out_dtype, "llama_config": convert.llama_config() if convert else None}
+
+
+class _NoFile:
+    """Stands for the source file of tensors an --as-llama export makes (new zero biases): nothing to read."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def get_tensor(self, name):
+        raise KeyError(f"{name} is not in the source weights")
 
 
 def check_weights(out: Path, expected: dict[str, tuple[Path, str, list[int]]], out_dtype: dict[str, str]) -> None:
@@ -421,7 +453,8 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 
 
 def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: bool = False,
-                 max_shard_size: str | int = "2GB", dtype: str | None = None, license: str | None = None,
+                 as_llama: bool = False, max_shard_size: str | int = "2GB", dtype: str | None = None,
+                 license: str | None = None,
                  license_name: str | None = None, license_link: str | None = None,
                  language: list[str] | None = None, base_model: str | None = None, datasets: list[str] | None = None,
                  tags: list[str] | None = None, name: str | None = None, repo_id: str | None = None,
@@ -439,12 +472,23 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
         raise ValueError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     if adapter and dtype is not None:
         raise ValueError("--dtype converts merged weights; an adapter is exported as trained (drop --dtype)")
+    if adapter and as_llama:
+        raise ValueError("--as-llama rewrites merged weights; an adapter is exported as trained (drop one of them)")
     out = Path(out)
     prov = collect_provenance(source, eval_files=eval, adapter=adapter)
     if options.name is None and prov.run_dir is None:
         # A bare model folder is usually named by its stage (04_sft); the repo or the export folder says more.
         options.name = repo_id.split("/")[1] if repo_id else Path(out).name
     model_dir = prov.model_dir.resolve()
+    if as_llama:
+        from yunshan.models.pangu_pi.convert import llama_equivalence_problems
+
+        source_config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        problems = llama_equivalence_problems(source_config)
+        if problems:
+            raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
+                             f"{'; '.join(problems)}. Export it without --as-llama (its own code, loaded with "
+                             "trust_remote_code=True)")
     if out.resolve() == model_dir or model_dir in out.resolve().parents:
         raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
@@ -480,8 +524,16 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             grown_vocab = (base_vocab != config.get("vocab_size")) if base_vocab else bool(
                 lora.get("trainable_token_indices") or lora.get("modules_to_save"))
         else:
-            weights = write_weights(model_dir, tmp, shard_bytes, dtype)
-            config, code_origin = write_config_and_code(model_dir, tmp, dtype)
+            weights = write_weights(model_dir, tmp, shard_bytes, dtype, as_llama=config if as_llama else None)
+            if as_llama:
+                config = weights["llama_config"]
+                if dtype:
+                    config["dtype"] = dtype
+                (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
+                                                 encoding="utf-8")
+                code_origin = "none needed (written as LlamaForCausalLM)"
+            else:
+                config, code_origin = write_config_and_code(model_dir, tmp, dtype)
             remote_code = bool(config.get("auto_map"))
             grown_vocab = False
         write_generation_config(model_dir, tmp, config)
@@ -499,7 +551,7 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             weight_files=weights["shards"], vocab_size=vocab_size,
             context_length=config.get("max_position_embeddings"), chat_template=chat,
             recipe_included=recipe_included, lora=lora,
-            grown_vocab=grown_vocab)
+            grown_vocab=grown_vocab, converted_from="PanguPiForCausalLM" if as_llama else None)
         card, metadata = build_model_card(prov, options, facts)
         (tmp / "README.md").write_text(card, encoding="utf-8")
 

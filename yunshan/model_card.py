@@ -455,6 +455,7 @@ class ExportFacts:
     recipe_included: bool
     lora: dict | None = None  # r, alpha, targets of the run's adapter
     grown_vocab: bool = False
+    converted_from: str | None = None  # the trained architecture when the export rewrote it (--as-llama)
 
 
 def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts) -> tuple[str, dict]:
@@ -576,7 +577,10 @@ def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[st
 
 def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[str]:
     rows = [("architecture", f"`{facts.architecture}` (model_type `{facts.model_type}`)"
-             + (", code in this repository" if facts.remote_code else ""))]
+             + (", code in this repository" if facts.remote_code else "")
+             + (f"; trained as `{facts.converted_from}`, which with these settings computes exactly a Llama "
+                "(the SIAF scale folded into gate_proj, its shift into the gate bias)" if facts.converted_from
+                else ""))]
     rows.append(("parameters", f"{facts.parameters:,}" + (" (adapter)" if facts.adapter else "")))
     if facts.vocab_size:
         rows.append(("vocabulary", f"{facts.vocab_size:,}"))

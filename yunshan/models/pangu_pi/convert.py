@@ -14,6 +14,7 @@ Unlike the model files, this module may import the rest of yunshan (it is not sh
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -147,3 +148,117 @@ def upcycle_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, **kwargs)
         if (Path(src) / name).is_file() and not (dst / name).exists():
             shutil.copy2(Path(src) / name, dst / name)
     return model
+
+
+# ---------------------------------------------------------------- PanGu-π -> LLaMA (serving-friendly export)
+
+# PanGu-π activation name -> the same function's name in transformers' ACT2FN (what LlamaConfig.hidden_act takes).
+LLAMA_ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu",
+                     "tanh": "tanh", "sigmoid": "sigmoid", "mish": "mish", "identity": "linear"}
+_ACT_FN = re.compile(r"^(model\.layers\.\d+\.mlp)\.act_fn\.(weight|bias)$")
+
+
+def llama_equivalence_problems(config: dict) -> list[str]:
+    """Why a PanGu-π config (config.json as a dict) is not exactly a LLaMA; [] when it is.
+
+    With n = 1 SIAF term, T = 0 augmented shortcuts and no neighbour convolution, a PanGu-π decoder computes
+    act(a * gate(x) + b) * up(x): a LLaMA MLP whose gate rows are scaled by a and whose gate bias is b."""
+    if config.get("model_type") != "pangu_pi":
+        return [f"model_type is {config.get('model_type')!r}, not 'pangu_pi' (--as-llama converts a Llama-equivalent "
+                "PanGu-π; other models export as they are, without it)"]
+    problems = []
+    if config.get("siaf_terms", 2) != 1:
+        problems.append(f"siaf_terms={config.get('siaf_terms', 2)}: a series of several activations has no LLaMA "
+                        "counterpart (needs siaf_terms=1)")
+    if config.get("aug_shortcuts", 1) != 0:
+        problems.append(f"aug_shortcuts={config.get('aug_shortcuts', 1)}: augmented shortcuts beside attention are "
+                        "layers a LLaMA has not (needs aug_shortcuts=0)")
+    if config.get("siaf_neighbor_kernel", 1) != 1:
+        problems.append(f"siaf_neighbor_kernel={config['siaf_neighbor_kernel']}: the neighbour convolution has no "
+                        "LLaMA counterpart (needs siaf_neighbor_kernel=1)")
+    acts = config.get("siaf_activations") or [config.get("hidden_act", "silu")]
+    if acts[0] not in LLAMA_ACTIVATIONS:
+        problems.append(f"siaf_activations={acts}: no LLaMA activation of that name (valid: "
+                        f"{', '.join(LLAMA_ACTIVATIONS)})")
+    return problems
+
+
+class LlamaExport:
+    """A Llama-equivalent PanGu-π written as LlamaForCausalLM, tensor by tensor (yunshan export --as-llama).
+
+    Each layer's SIAF term act(a * u + b) folds into the MLP: gate_proj rows are multiplied by a (in float32, then
+    back to the stored dtype) and b becomes gate_proj's bias. A trained b is not zero, so then the LLaMA config says
+    mlp_bias=true (LLaMA's one switch for MLP biases) and up_proj / down_proj get zero biases, which change nothing;
+    an untrained b = 0 needs no biases. The act_fn tensors are dropped. Every other tensor keeps its name and value.
+
+    Args:
+        config: the PanGu-π config.json as a dict (must pass llama_equivalence_problems).
+        layout: {tensor name: (file, safetensors dtype, shape)} of the PanGu-π weights.
+        read: tensor name -> torch tensor, for the small act_fn tensors read up front.
+    """
+
+    def __init__(self, config: dict, layout: dict, read):
+        problems = llama_equivalence_problems(config)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.config = config
+        self.source = layout
+        self.scale, self.shift = {}, {}  # "model.layers.N.mlp" -> a, b (float32 vectors)
+        for name in layout:
+            match = _ACT_FN.match(name)
+            if match:
+                target = self.scale if match.group(2) == "weight" else self.shift
+                target[match.group(1)] = read(name).float().reshape(-1)
+        mlps = {n.rsplit(".", 2)[0] for n in layout if n.endswith(".mlp.gate_proj.weight")}
+        if set(self.scale) != mlps or set(self.shift) != mlps:
+            raise ValueError(f"the weights hold SIAF parameters for {len(self.scale)} of {len(mlps)} MLPs; expected "
+                             "model.layers.N.mlp.act_fn.weight and .bias for every layer")
+        had_bias = bool(config.get("mlp_bias"))
+        self.mlp_bias = had_bias or any(bool(b.abs().max() > 0) for b in self.shift.values())
+        self.new_biases = self.mlp_bias and not had_bias
+        self.layout = {}  # output name -> (source file or None, dtype, shape)
+        for name, (path, dtype, shape) in layout.items():
+            if _ACT_FN.match(name):
+                continue
+            self.layout[name] = (path, dtype, shape)
+            if self.new_biases and name.endswith((".mlp.gate_proj.weight", ".mlp.up_proj.weight",
+                                                  ".mlp.down_proj.weight")):
+                self.layout[name[: -len("weight")] + "bias"] = (None, dtype, [shape[0]])
+
+    def llama_config(self) -> dict:
+        """config.json of the LlamaForCausalLM (shared fields as they are, no auto_map, no PanGu-π fields)."""
+        fields = {k: self.config[k] for k in SHARED_FIELDS if k in self.config}
+        acts = self.config.get("siaf_activations") or [self.config.get("hidden_act", "silu")]
+        fields.update(hidden_act=LLAMA_ACTIVATIONS[acts[0]], mlp_bias=self.mlp_bias)
+        config = LlamaConfig(**fields)
+        config.architectures = ["LlamaForCausalLM"]
+        out = config.to_dict()
+        for key in ("dtype", "torch_dtype"):
+            if key in self.config:
+                out[key] = self.config[key]
+        return out
+
+    def order(self) -> dict[str, int]:
+        """Position of every tensor as LlamaForCausalLM's state_dict orders (and so save_pretrained shards) them."""
+        with torch.device("meta"):
+            model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in self.llama_config().items()
+                                                    if k not in ("architectures", "model_type")}))
+        return {name: i for i, name in enumerate(model.state_dict())}
+
+    def tensor(self, name: str, read) -> torch.Tensor:
+        """The output tensor `name`; `read(source name)` gives a PanGu-π tensor."""
+        mlp, *leaf = name.rsplit(".", 2)  # "model.layers.N.mlp", ["gate_proj", "weight"]
+        if self.layout[name][0] is None:  # a new zero bias (up_proj, down_proj) or gate_proj's = b
+            if leaf == ["gate_proj", "bias"]:
+                return self.shift[mlp].to(read_dtype(self.layout[name][1]))
+            return torch.zeros(self.layout[name][2], dtype=read_dtype(self.layout[name][1]))
+        tensor = read(name)
+        if leaf == ["gate_proj", "weight"]:
+            return (tensor.float() * self.scale[mlp][:, None]).to(tensor.dtype)
+        if leaf == ["gate_proj", "bias"]:  # the checkpoint had mlp_bias: act(a * (W u + g) + b)
+            return (tensor.float() * self.scale[mlp] + self.shift[mlp]).to(tensor.dtype)
+        return tensor
+
+
+def read_dtype(safetensors_dtype: str) -> torch.dtype:
+    return {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}[safetensors_dtype]
