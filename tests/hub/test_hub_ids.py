@@ -144,3 +144,29 @@ def test_the_cli_leaves_hf_hub_offline_to_the_user(monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert main(["model", "info", "tiny", "--json"]) == 0
     assert os.environ["HF_HUB_OFFLINE"] == "0"
+
+
+def test_pipeline_dry_run_on_a_hub_id(hub, tmp_path, monkeypatch):
+    import yaml
+
+    from yunshan.pipeline import PipelineRecipe, PipelineRunner
+    from yunshan.recipe import load_recipe
+
+    s = "${samples}"
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "hub-id", "output_dir": str(tmp_path / "run"), "model": {"name_or_path": REPO, "revision": "v1"},
+        "cpt": {"data": {"seq_len": 32, "sources": [{"name": "finance", "path": f"{s}/corpora/finance/train.jsonl"}]},
+                "training": {"max_steps": 2}}}))
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert plan["problems"] == [] and [p["action"] for p in plan["plan"] if p["action"] != "disabled"] == ["run"]
+    assert "config.json" in fetched(hub) and "model.safetensors" not in fetched(hub)  # a dry run fetches no weights
+    # Offline and not cached: the dry run lists the problem instead of failing.
+    path.write_text(path.read_text().replace(REPO, "org/not-cached"))
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert plan["plan"] == [] and len(plan["problems"]) == 1
+    assert "org/not-cached at revision v1 is not a local folder" in plan["problems"][0]
+    assert "hf download org/not-cached --revision v1" in plan["problems"][0]

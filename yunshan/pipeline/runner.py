@@ -85,7 +85,8 @@ class PipelineRunner:
                for s in stage.upstream if self.layout.enabled(s)}
         return digest_of({"settings": self.stage_settings(stage), "inputs": self.stage_inputs(stage),
                           "upstream": ups,
-                          "base_model": self.layout.base_model_dir() if stage.name != "base" else None})
+                          # The folder names the model (a Hub id's cache folder names its commit); no weights needed.
+                          "base_model": self.layout.base_model_dir(weights=False) if stage.name != "base" else None})
 
     def marker(self, name: str) -> Path:
         return self.out / MARKERS / f"{name}.json"
@@ -111,7 +112,7 @@ class PipelineRunner:
 
         manifest = RunManifest.read(self.manifest_path) if self.manifest_path.is_file() else RunManifest(
             name=self.recipe.name)
-        base, final = self.layout.base_model_dir(), self.layout.final_model_dir()
+        base, final = self.layout.base_model_dir(weights=False), self.layout.final_model_dir()
         manifest.name, manifest.yunshan_version = self.recipe.name, __version__
         manifest.base_model = str(Path(base).resolve()) if Path(base).exists() else base
         manifest.final_model = os.path.relpath(final, self.out) if final.startswith(str(self.out)) else final
@@ -211,7 +212,11 @@ class PipelineRunner:
         for p in dict.fromkeys(paths):
             if p and not input_files([p]) and not os.path.isdir(p):
                 problems.append(f"missing: {p}")
-        manifest = self.load_manifest()
+        try:
+            manifest = self.load_manifest()
+        except (FileNotFoundError, ValueError):  # the base model does not resolve: _check_model listed why
+            return {"recipe": str(self.recipe_path) if self.recipe_path else None, "output_dir": str(self.out),
+                    "plan": [], "problems": problems}
         plan = []
         forced = False
         for stage in STAGES:

@@ -119,7 +119,7 @@ class RunLayout:
         for stage in ("sft", "cpt"):
             if self.enabled(stage):
                 return str(self.folder(stage))
-        return self.base_model_dir()
+        return self.base_model_dir(weights=False)  # the same folder; the stage that reads weights fetches them
 
     def trained_model(self, path: str) -> ModelArgs:
         """The recipe's model settings (dtype, attention, remote code) for a model folder written by a stage."""
