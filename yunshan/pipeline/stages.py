@@ -149,7 +149,7 @@ def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
     (out / "STAND_IN_BASE.md").write_text(
         "This model is a stand-in for a downloaded base model: a small PanGu-π and byte-level BPE tokenizer "
         "trained by `yunshan run` on the bundled general sample text only, because this machine cannot "
-        "download a real base. Real recipes name a downloaded checkpoint in `model.name_or_path` instead.\n")
+        "download a real base. Real recipes name a checkpoint folder or Hub id in `model.name_or_path` instead.\n")
     return {"train_loss": summary["train_loss"], "steps": summary["steps"],
             "tokens": summary["data_report"].tokens_trained}
 

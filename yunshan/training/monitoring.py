@@ -235,6 +235,9 @@ def plot_curves(log_path: Path, out_png: Path, title: str, base_bpc: dict | None
         if warmup_end:
             ax.axvspan(0, warmup_end, color="tab:orange", alpha=0.12, lw=0, label="embedding warm-up")
         ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+        if not panel["series"]:  # a run shorter than training.logging_steps logs no loss: say so, not a blank box
+            ax.text(0.5, 0.5, "no training loss logged\n(fewer steps than training.logging_steps)",
+                    ha="center", va="center", transform=ax.transAxes, color="grey")
         if len(panel["series"]) > 1 or panel["levels"] or warmup_end:
             ax.legend(fontsize=8)
     fig.suptitle(title)
