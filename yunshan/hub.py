@@ -13,9 +13,10 @@ generation_config.json, the resolved recipe and a model card README.md (yunshan.
 the merged weights by default, or with --adapter only the PEFT adapter (adapter_config.json naming the base on the
 Hub). With --as-llama a PanGu-π whose settings make it exactly a Llama (siaf_terms=1, aug_shortcuts=0, no neighbour
 convolution) is written as LlamaForCausalLM, for runtimes that know Llama but run no remote code
-(yunshan.models.pangu_pi.convert.LlamaExport); any other config is refused with the reason. Everything is written to a temporary folder beside --out, checked (tensor names, shapes and dtypes against
-the source, the tokenizer encodes a probe as the source does, the card's front matter parses), then renamed into
-place: --out is untouched unless the export succeeds.
+(yunshan.models.pangu_pi.convert.LlamaExport); any other config is refused with the reason. Everything is written
+to a temporary folder beside --out, checked (tensor names, shapes and dtypes against the source, the tokenizer
+encodes a probe as the source does, the card's front matter parses), then renamed into place: --out is untouched
+unless the export succeeds.
 """
 
 from __future__ import annotations
@@ -486,9 +487,10 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
         source_config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         problems = llama_equivalence_problems(source_config)
         if problems:
+            code = (" (PanGu-π with its own code, loaded with trust_remote_code=True)"
+                    if source_config.get("model_type") == "pangu_pi" else "")
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
-                             f"{'; '.join(problems)}. Export it without --as-llama (its own code, loaded with "
-                             "trust_remote_code=True)")
+                             f"{'; '.join(problems)}. Export it without --as-llama{code}")
     if out.resolve() == model_dir or model_dir in out.resolve().parents:
         raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):

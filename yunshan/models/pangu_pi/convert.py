@@ -202,7 +202,6 @@ class LlamaExport:
         if problems:
             raise ValueError("; ".join(problems))
         self.config = config
-        self.source = layout
         self.scale, self.shift = {}, {}  # "model.layers.N.mlp" -> a, b (float32 vectors)
         for name in layout:
             match = _ACT_FN.match(name)
