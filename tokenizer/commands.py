@@ -5,7 +5,8 @@ r"""`yunshan tokenizer`: extend a tokenizer with finance / legal vocabulary, and
     yunshan tokenizer report --tokenizer BASE --tokenizer out/tokenizer --text heldout/finance.txt --json r.json
 
 BASE is a folder with tokenizer.json (byte-level BPE like GPT-2 / Llama-3 / Qwen, or SentencePiece-style BPE like
-Llama-2), a SentencePiece BPE .model file, or a Hub id ORG/NAME (with --revision; yunshan.hub_download). See tokenizer/README.md for the method and the guarantees.
+Llama-2), a SentencePiece BPE .model file, or a Hub id ORG/NAME (with --revision; yunshan.hub_download). See
+tokenizer/README.md for the method and the guarantees.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ endpoint): hf_api.py create_repo / repo_info / create_branch / _validate_yaml, _
 (preupload) and _send_commit (ndjson commit), lfs.py post_lfs_batch_info and lfs_upload (single PUT + verify).
 Downloads (snapshot_download / hf_hub_download over plain HTTP, no Xet) call repo_info at a revision, the recursive
 tree listing and HEAD + GET of each file under /{repo}/resolve/{revision}/{path}; a public repository answers them
-without a token, a private one only with one. Every request is recorded; a request to any other route is answered 404 and listed in `unhandled`, so a test
-notices when the client starts calling something new. `fail[route] = status` makes a route refuse.
+without a token, a private one only with one. Every request is recorded; a request to any other route is answered
+404 and listed in `unhandled`, so a test notices when the client starts calling something new. `fail[route] = status` makes a route refuse.
 """
 
 from __future__ import annotations

@@ -170,3 +170,45 @@ def test_pipeline_dry_run_on_a_hub_id(hub, tmp_path, monkeypatch):
     assert plan["plan"] == [] and len(plan["problems"]) == 1
     assert "org/not-cached at revision v1 is not a local folder" in plan["problems"][0]
     assert "hf download org/not-cached --revision v1" in plan["problems"][0]
+
+
+def test_cpt_trains_a_hub_id_and_keeps_the_id_in_its_recipe(hub, tmp_path, capsys):
+    """Not only a dry run: the weights of the tag are fetched and trained; recipe.yaml names the id and revision
+    (re-running it resolves the same commit), not the cache folder."""
+    import yaml
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.samples import sample_data_dir
+
+    corpus = Path(sample_data_dir()) / "corpora" / "finance" / "train.jsonl"
+    out = tmp_path / "cpt"
+    recipe = tmp_path / "cpt.yaml"
+    recipe.write_text(f"model:\n  name_or_path: {REPO}\n  revision: v1\ndata:\n  seq_len: 32\n  sources:\n"
+                      f"    - {{name: finance, path: {corpus}, weight: 1.0}}\n"
+                      f"training: {{output_dir: {out}, max_steps: 2, per_device_batch_size: 2, logging_steps: 1,"
+                      f" save_steps: 100, precision: fp32}}\n", encoding="utf-8")
+    assert main(["cpt", "--config", str(recipe)]) == 0
+    assert "model.safetensors" in fetched(hub) and hub.unhandled == []
+    assert {r["path"].split("/resolve/", 1)[1].split("/", 1)[0] for r in hub.requests if r["route"] == "resolve"} \
+        == {hub.commit_of(REPO, "v1")}  # every file from the tag's commit
+    saved = yaml.safe_load((out / "recipe.yaml").read_text())
+    assert saved["model"]["name_or_path"] == REPO and saved["model"]["revision"] == "v1"
+    assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "llama"
+
+
+def test_model_info_and_upcycle_take_a_hub_id(hub, tmp_path, capsys):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.hub_download import resolve_pretrained
+
+    assert main(["model", "info", REPO, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["model"] == REPO and info["model_type"] == "llama"
+    assert "model.safetensors" not in fetched(hub)  # a config is all `model info` needs
+    assert main(["model", "upcycle", REPO, str(tmp_path / "pangu"), "--revision", "v1"]) == 0
+    llama = AutoModelForCausalLM.from_pretrained(resolve_pretrained(REPO, "v1")).eval()
+    pangu = AutoModelForCausalLM.from_pretrained(tmp_path / "pangu", trust_remote_code=True).eval()
+    ids = torch.tensor([[1, 5, 9, 42, 7]])
+    with torch.no_grad():
+        assert torch.allclose(pangu(ids).logits, llama(ids).logits, atol=1e-5)

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
     a = from_flags(UpcycleArgs, args)
     model = upcycle_checkpoint(
-        resolve_pretrained(a.src, a.revision, field="SRC"), a.dst, siaf_terms=a.siaf_terms, aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
+        resolve_pretrained(a.src, a.revision, field="SRC"), a.dst, siaf_terms=a.siaf_terms,
+        aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
         siaf_neighbor_kernel=a.siaf_neighbor_kernel, seed=a.seed,
     )
     total = sum(p.numel() for p in model.parameters())

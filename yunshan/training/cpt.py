@@ -272,6 +272,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         callbacks.append(controller)
     if cost and rank_zero:
         _report_cost(cost, new_ids, total_steps * tokens_per_step, warmup_on, out)
+
     def token_shares(step: int) -> dict:
         """The realised share of every source in the tokens trained so far (the mixture as it really is)."""
         try:
