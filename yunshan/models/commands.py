@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field
 
 
@@ -74,8 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
         a = from_flags(InfoArgs, args)
         source = a.preset_or_path
-        if source not in presets():
-            source = resolve_pretrained(source, a.revision, what="tokenizer", field="PRESET_OR_PATH")
+        if source not in presets() and not os.path.exists(source):
+            try:
+                source = resolve_pretrained(source, a.revision, what="tokenizer", field="PRESET_OR_PATH")
+            except FileNotFoundError as err:
+                # A bare word is far more often a mistyped preset than a Hub id without an organisation.
+                raise FileNotFoundError(f"{source}: neither a preset ({', '.join(presets())}) nor a folder with "
+                                        f"config.json, nor a Hub id that resolves ({err})") from None
         config = load_config(source)
         parts = count_parameters_by_part(config)
         if a.json:
