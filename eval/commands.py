@@ -87,26 +87,9 @@ def _hash_files(path: Path) -> dict[str, str]:
 
 def _parse_tasks(args: EvalArgs) -> list[tuple[str, object, Path | None]]:
     """(task label, Task, data path or None for the text tasks)."""
-    from yunshan.samples import sample_data_dir
+    from .tasks import resolve_tasks
 
-    samples = Path(sample_data_dir())
-    data_dir = Path(args.data_dir) if args.data_dir else (samples / "eval" if samples.is_dir() else None)
-    out = []
-    for spec in args.tasks:
-        name, _, path = spec.partition("=")
-        if name not in TASKS:
-            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)}")
-        task = TASKS[name]
-        if not task.needs_data:
-            out.append((name, task, None))
-        elif path:
-            out.append((name, task, Path(path)))
-        elif data_dir is not None:
-            out.append((name, task, data_dir / name))
-        else:
-            raise ValueError(f"--tasks {name}: no data path; give {name}=PATH or --data-dir "
-                             "(the sample sets need the yunshan.samples package)")
-    return out
+    return resolve_tasks(args.tasks, args.data_dir)
 
 
 def run_eval(args: EvalArgs) -> dict:
