@@ -26,10 +26,10 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     manifest = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
     assert all(s.status == "complete" for s in manifest.stages)
     out = tmp_path / "run"
-    assert json.loads((out / "04_sft/config.json").read_text())["model_type"] == "otce"
-    after = json.loads((out / "05_eval_after/results.json").read_text())
+    assert json.loads((out / "05_sft/config.json").read_text())["model_type"] == "otce"
+    after = json.loads((out / "06_eval_after/results.json").read_text())
     assert set(after["tasks"]) == {"bpc", "fineval"} and len(after["models"]) == 2
-    export = out / "06_export"
+    export = out / "07_export"
     assert (export / "modeling_otce.py").is_file() and (export / "README.md").is_file()
     script = textwrap.dedent(f"""
         import sys
