@@ -1,7 +1,10 @@
 """`yunshan run`: all stages on a tiny recipe, skip on re-run, --from, fingerprints, failures leave earlier
 stages intact, manifest and report."""
 
+import base64
+import io
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -51,6 +54,49 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     }
 
 
+class Page(HTMLParser):
+    """A report.html as a reader sees it: title, headings, table rows (cell texts) and embedded images."""
+
+    def __init__(self):
+        super().__init__()
+        self.title, self.headings, self.rows, self.images, self._text, self._in = "", [], [], [], "", None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("title", "h1", "h2", "h3", "td", "th"):
+            self._in, self._text = tag, ""
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag == "img":
+            assert attrs["src"].startswith("data:image/png;base64,"), attrs["src"][:80]
+            self.images.append((attrs["alt"], base64.b64decode(attrs["src"].split(",", 1)[1])))
+
+    def handle_data(self, data):
+        if self._in:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag != self._in:
+            return
+        text, self._in = self._text.strip(), None
+        if tag == "title":
+            self.title = text
+        elif tag in ("td", "th"):
+            self.rows[-1].append(text)
+        else:
+            self.headings.append(text)
+
+    @property
+    def cells(self) -> list[str]:
+        return [c for r in self.rows for c in r]
+
+
+def read_page(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
 def run(data: dict, tmp: Path, *overrides, from_stage=None):
     path = tmp / "recipe.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
@@ -96,9 +142,25 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert sft_report["sources"]["general"]["dropped"]["contaminated"] == by_source["sft:general"] > 0
     assert cpt_report["exclude"]["records"] == len({e["digest"] for e in listed})
     assert "## Decontamination (13-grams" in report and "| cpt:finance |" in report
-    # report.html: the same report as one page, figures embedded.
-    page = (out / "report.html").read_text(encoding="utf-8")
-    assert "<table>" in page and "data:image/png;base64," in page and "Decontamination" in page
+    # report.html: the same report as one page, every section, table cell and figure of report.md on it.
+    page = read_page(out / "report.html")
+    assert page.title == "yunshan run: tiny-test"
+    for heading in ("Before and after", "Stages", "Decontamination (13-grams", "Continual-pretraining mixture",
+                    "Plots", "Evaluation before (base model)", "Evaluation after (trained models)"):
+        assert any(h.startswith(heading) for h in page.headings), (heading, page.headings)
+    cells = [c.strip().strip("`") for line in report.splitlines() if line.startswith("| ") and "---" not in line
+             for c in line.strip().strip("|").split(" | ")]
+    assert set(cells) <= set(page.cells) and len(cells) > 60
+    for s in manifest.stages:  # the stages and their times
+        assert [s.name, "complete", str(s.seconds), s.output] in page.rows, s
+    mixture = run_json.stage("cpt").summary["tokens_by_source"]  # the cpt mixture
+    for name, tokens in mixture.items():
+        assert [name, f"{tokens:,}", f"{100 * tokens / sum(mixture.values()):.2f}%"] in page.rows
+    from PIL import Image
+
+    figures = {alt.split(":")[0]: Image.open(io.BytesIO(png)) for alt, png in page.images}
+    assert set(figures) == {"forgetting curve", "continual pretraining", "SFT", "stand-in base pretraining"}
+    assert all(f.format == "PNG" and f.width > 300 for f in figures.values())
     # The extended tokenizer reached the trained model, with subword-mean rows.
     tok_size = run_json.stage("tokenizer").summary["new_vocab"]
     cpt_config = json.loads((out / "04_cpt/config.json").read_text())
