@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,8 @@ def answer_of(child) -> str:
     """The streamed answer: everything between 'assistant> ' and the next prompt (terminal line ends undone)."""
     child.expect_exact("assistant> ")
     child.expect_exact("\r\n\r\nuser> ")
-    return child.before.replace("\r\n", "\n")
+    # An answer cut at --max-new-tokens is followed by a note that is not part of it.
+    return child.before.replace("\r\n", "\n").removesuffix(" [cut at --max-new-tokens]")
 
 
 def test_interactive_chat_in_a_pseudo_terminal_streams_what_generate_returns(models):
@@ -132,6 +134,30 @@ def test_interactive_chat_in_a_pseudo_terminal_streams_what_generate_returns(mod
     finally:
         child.close()
     assert child.exitstatus == 0
+
+
+def test_the_answer_is_written_piece_by_piece_while_it_is_generated(models):
+    """Streaming, not printing at the end: each piece reaches the terminal before generate() has made the next
+    token (the model's forward calls are counted when each piece is written)."""
+    from yunshan.chat import respond
+
+    args = ChatArgs(model=str(models["llama"]), dtype="float32", temperature=0, max_new_tokens=MAX_NEW)
+    chat = load_chat_model(args)
+    calls, seen = [0], []
+    forward = chat.model.forward
+
+    def counted(*a, **k):  # a model slow enough that a loaded machine still reads each piece in time
+        calls[0] += 1
+        time.sleep(0.05)
+        return forward(*a, **k)
+
+    chat.model.forward = counted
+    pieces = []
+    messages = [{"role": "user", "content": QUESTION}]
+    text, new_tokens, _ = respond(chat, messages, args, write=lambda piece: (pieces.append(piece), seen.append(calls[0])))
+    assert "".join(pieces) == text == reference(models["llama"], messages) and new_tokens > 2
+    # Pieces were written at several points of the generation, the first long before its end.
+    assert len(pieces) > 2 and seen == sorted(seen) and len(set(seen)) > 2 and seen[0] < calls[0] - 2
 
 
 def test_one_shot_prompts_give_json_lines(models, tmp_path, capsys):
