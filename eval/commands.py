@@ -6,7 +6,8 @@ A task is a name (its data then comes from --data-dir/NAME, by default the sampl
 yunshan.samples) or NAME=PATH. Names: fineval / ceval (C-Eval format), financeiq / cmmlu (CMMLU format),
 lawbench, jecqa, bpc (--heldout LABEL=FILE ...), compression (--text FILE ...), diversity (--diversity-text FILE).
 Writes OUT/results.json (every prediction and score, model and file hashes, settings), OUT/results.md (one table
-per task: rows = models, AVG last) and OUT/diversity.png; prints the tables.
+per task: rows = models, AVG last), OUT/report.html (the same tables as one self-contained page to open in a
+browser) and OUT/diversity.png; prints the tables.
 """
 
 from __future__ import annotations
@@ -89,26 +90,9 @@ def _hash_files(path: Path) -> dict[str, str]:
 
 def _parse_tasks(args: EvalArgs) -> list[tuple[str, object, Path | None]]:
     """(task label, Task, data path or None for the text tasks)."""
-    from yunshan.samples import sample_data_dir
+    from .tasks import resolve_tasks
 
-    samples = Path(sample_data_dir())
-    data_dir = Path(args.data_dir) if args.data_dir else (samples / "eval" if samples.is_dir() else None)
-    out = []
-    for spec in args.tasks:
-        name, _, path = spec.partition("=")
-        if name not in TASKS:
-            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)}")
-        task = TASKS[name]
-        if not task.needs_data:
-            out.append((name, task, None))
-        elif path:
-            out.append((name, task, Path(path)))
-        elif data_dir is not None:
-            out.append((name, task, data_dir / name))
-        else:
-            raise ValueError(f"--tasks {name}: no data path; give {name}=PATH or --data-dir "
-                             "(the sample sets need the yunshan.samples package)")
-    return out
+    return resolve_tasks(args.tasks, args.data_dir)
 
 
 def run_eval(args: EvalArgs) -> dict:
@@ -183,10 +167,11 @@ def run_eval(args: EvalArgs) -> dict:
             out.mkdir(parents=True, exist_ok=True)
             plot_diversity(results[label], out / "diversity.png")
             report["tasks"][label]["plot"] = str(out / "diversity.png")
+            markdown += "\n\n![feature diversity d(eps) per layer](diversity.png)"
     report["seconds"] = round(time.time() - started, 1)
     json_path, md_path = write_report(out, EvalResults.from_json(report), markdown)
     report["markdown"] = markdown
-    report["paths"] = {"json": str(json_path), "markdown": str(md_path)}
+    report["paths"] = {"json": str(json_path), "markdown": str(md_path), "html": str(md_path.parent / "report.html")}
     return report
 
 
@@ -195,5 +180,6 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_eval(from_flags(EvalArgs, args))
     print(report["markdown"])
-    print(f"\nwrote {report['paths']['json']} and {report['paths']['markdown']} ({report['seconds']} s)")
+    print(f"\nwrote {report['paths']['json']}, {report['paths']['markdown']} and {report['paths']['html']} "
+          f"({report['seconds']} s)")
     return 0

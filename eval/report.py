@@ -77,10 +77,14 @@ def task_table(task: str, results: dict[str, dict]) -> str:
 
 
 def write_report(out_dir: str | Path, results, markdown: str) -> tuple[Path, Path]:
-    """Write results.json (every prediction and score: yunshan.artifacts.EvalResults) and results.md (the tables)
-    into out_dir."""
+    """Write results.json (every prediction and score: yunshan.artifacts.EvalResults), results.md (the tables) and
+    report.html (the tables as one self-contained page: yunshan.html_page) into out_dir."""
+    from yunshan.html_page import markdown_page
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = results.write(out), out / "results.md"
     md_path.write_text(markdown + "\n", encoding="utf-8")
+    title = f"yunshan eval: {', '.join(results.models) or 'models'}"
+    (out / "report.html").write_text(markdown_page(f"# {title}\n\n{markdown}\n", title, out), encoding="utf-8")
     return json_path, md_path

@@ -49,6 +49,31 @@ def module_of(task: Task):
     return importlib.import_module(f"yunshan.eval.{task.format}")
 
 
+def resolve_tasks(specs: list[str], data_dir: str | None) -> list[tuple[str, Task, Path | None]]:
+    """(name, Task, data path) of each NAME or NAME=PATH (`yunshan eval --tasks`); a task without a path reads
+    `data_dir`/NAME, by default the sample sets of yunshan.samples; text tasks (bpc, ...) have no data path."""
+    from yunshan.samples import sample_data_dir
+
+    samples = Path(sample_data_dir())
+    root = Path(data_dir) if data_dir else (samples / "eval" if samples.is_dir() else None)
+    out = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if name not in TASKS:
+            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)}")
+        task = TASKS[name]
+        if not task.needs_data:
+            out.append((name, task, None))
+        elif path:
+            out.append((name, task, Path(path)))
+        elif root is not None:
+            out.append((name, task, root / name))
+        else:
+            raise ValueError(f"--tasks {name}: no data path; give {name}=PATH or --data-dir "
+                             "(the sample sets need the yunshan.samples package)")
+    return out
+
+
 def is_sample(path: str | Path | None) -> bool:
     """Whether a data path lies in the sample data shipped with yunshan (yunshan.samples)."""
     if not path:

@@ -1,7 +1,10 @@
 """`yunshan run`: all stages on a tiny recipe, skip on re-run, --from, fingerprints, failures leave earlier
 stages intact, manifest and report."""
 
+import base64
+import io
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,8 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                                 "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
         "eval": {"tasks": ["bpc", "fineval"], "limit": 2, "shots": 0, "mode": "cloze", "max_length": 64,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
+        # The training sources against the eval section's sets; the overlapping records are left out of training.
+        "decontamination": {"drop": True, "show": 2},
         "cpt": {"data": {"seq_len": 64, "sources": [
                     {"name": "finance", "path": f"{s}/corpora/finance/train.jsonl", "weight": 0.5},
                     {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},
@@ -49,6 +54,49 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     }
 
 
+class Page(HTMLParser):
+    """A report.html as a reader sees it: title, headings, table rows (cell texts) and embedded images."""
+
+    def __init__(self):
+        super().__init__()
+        self.title, self.headings, self.rows, self.images, self._text, self._in = "", [], [], [], "", None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("title", "h1", "h2", "h3", "td", "th"):
+            self._in, self._text = tag, ""
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag == "img":
+            assert attrs["src"].startswith("data:image/png;base64,"), attrs["src"][:80]
+            self.images.append((attrs["alt"], base64.b64decode(attrs["src"].split(",", 1)[1])))
+
+    def handle_data(self, data):
+        if self._in:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag != self._in:
+            return
+        text, self._in = self._text.strip(), None
+        if tag == "title":
+            self.title = text
+        elif tag in ("td", "th"):
+            self.rows[-1].append(text)
+        else:
+            self.headings.append(text)
+
+    @property
+    def cells(self) -> list[str]:
+        return [c for r in self.rows for c in r]
+
+
+def read_page(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
 def run(data: dict, tmp: Path, *overrides, from_stage=None):
     path = tmp / "recipe.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
@@ -60,11 +108,11 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     data = tiny_recipe(tmp_path)
     out = tmp_path / "run"
     manifest = run(data, tmp_path)
-    stages = ["base", "tokenizer", "eval_before", "cpt", "sft", "eval_after"]
+    stages = ["base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "eval_after"]
     assert [s.name for s in manifest.stages] == stages
     assert all(s.status == "complete" and s.outputs for s in manifest.stages)
     run_json = RunManifest.read(out / "run.json")
-    assert run_json.final_model == "04_sft" and run_json.stage("cpt").summary["tokens"] == (2 + 6) * 4 * 64
+    assert run_json.final_model == "05_sft" and run_json.stage("cpt").summary["tokens"] == (2 + 6) * 4 * 64
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
     assert any(p.endswith("finance/train.jsonl") for p in run_json.stage("cpt").inputs)
     assert all((out / ".stages" / f"{s.name}.json").is_file() for s in manifest.stages)
@@ -80,9 +128,42 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert "## Vocabulary extension: cost at step 0 and recovery" in report
     assert f"| general | {cost['base']['general']:.4f} | {cost['init']['general']:.4f} (" in report
     assert run_json.stage("cpt").summary["precision"]["reason"] in report
+    # Decontamination: every contaminated record listed, left out of training and counted where it was read.
+    decont = run_json.stage("decontamination").summary
+    assert decont["drop"] and 0 < decont["contaminated"] < decont["records"]
+    assert set(decont["eval_sets"]) == {"fineval", "heldout:general", "heldout:finance"}
+    listed = [json.loads(line) for line in (out / "03_decontamination/contaminated.jsonl").read_text().splitlines()]
+    assert len(listed) == decont["contaminated"]
+    by_source = {name: sum(e["source"] == name for e in listed) for name in ("cpt:finance", "sft:general")}
+    cpt_report = json.loads((out / "04_cpt/data_report.json").read_text())
+    sft_report = json.loads((out / "05_sft/data_report.json").read_text())
+    # The finance file is smaller than one block: read once, every listed record of it skipped exactly once.
+    assert cpt_report["sources"]["finance"]["dropped"]["contaminated"] == by_source["cpt:finance"] > 0
+    assert sft_report["sources"]["general"]["dropped"]["contaminated"] == by_source["sft:general"] > 0
+    assert cpt_report["exclude"]["records"] == len({e["digest"] for e in listed})
+    assert "## Decontamination (13-grams" in report and "| cpt:finance |" in report
+    # report.html: the same report as one page, every section, table cell and figure of report.md on it.
+    page = read_page(out / "report.html")
+    assert page.title == "yunshan run: tiny-test"
+    for heading in ("Before and after", "Stages", "Decontamination (13-grams", "Continual-pretraining mixture",
+                    "Plots", "Evaluation before (base model)", "Evaluation after (trained models)"):
+        assert any(h.startswith(heading) for h in page.headings), (heading, page.headings)
+    cells = [c.strip().strip("`") for line in report.splitlines() if line.startswith("| ") and "---" not in line
+             for c in line.strip().strip("|").split(" | ")]
+    assert set(cells) <= set(page.cells) and len(cells) > 60
+    for s in manifest.stages:  # the stages and their times
+        assert [s.name, "complete", str(s.seconds), s.output] in page.rows, s
+    mixture = run_json.stage("cpt").summary["tokens_by_source"]  # the cpt mixture
+    for name, tokens in mixture.items():
+        assert [name, f"{tokens:,}", f"{100 * tokens / sum(mixture.values()):.2f}%"] in page.rows
+    from PIL import Image
+
+    figures = {alt.split(":")[0]: Image.open(io.BytesIO(png)) for alt, png in page.images}
+    assert set(figures) == {"forgetting curve", "continual pretraining", "SFT", "stand-in base pretraining"}
+    assert all(f.format == "PNG" and f.width > 300 for f in figures.values())
     # The extended tokenizer reached the trained model, with subword-mean rows.
     tok_size = run_json.stage("tokenizer").summary["new_vocab"]
-    cpt_config = json.loads((out / "03_cpt/config.json").read_text())
+    cpt_config = json.loads((out / "04_cpt/config.json").read_text())
     assert cpt_config["vocab_size"] >= tok_size > run_json.stage("tokenizer").summary["base_vocab"]
 
     before = {s.name: s.finished for s in manifest.stages}
@@ -101,6 +182,8 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
 
 def test_a_failing_stage_leaves_earlier_outputs_intact(tmp_path):
     data = tiny_recipe(tmp_path)
+    # Without the decontamination stage, which reads the sft sources too and would fail before cpt.
+    del data["decontamination"]
     data["sft"]["data"]["sources"][0]["path"] = str(tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         run(data, tmp_path)
@@ -110,6 +193,7 @@ def test_a_failing_stage_leaves_earlier_outputs_intact(tmp_path):
     cpt_outputs = manifest.stage("cpt").outputs
     # Fix the recipe: the earlier stages are reused as they are, only sft and after run.
     fixed = tiny_recipe(tmp_path)
+    del fixed["decontamination"]
     manifest2 = run(fixed, tmp_path)
     assert manifest2.stage("cpt").outputs == cpt_outputs
     assert manifest2.stage("sft").status == "complete"

@@ -2,14 +2,15 @@
 
     from yunshan.artifacts import DataReport, EvalResults, RunManifest
     manifest = RunManifest.read("runs/demo_tiny/run.json")        # stages, timings, hashes, summaries
-    report = DataReport.read("runs/demo_tiny/03_cpt/data_report.json")
-    results = EvalResults.read("runs/demo_tiny/05_eval_after/results.json")
+    report = DataReport.read("runs/demo_tiny/04_cpt/data_report.json")
+    results = EvalResults.read("runs/demo_tiny/06_eval_after/results.json")
 
 | file | record | written by | read by |
 |---|---|---|---|
 | run.json | RunManifest (a list of StageRecord) | `yunshan run` | the model card, `yunshan export` |
 | data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
 | results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
+| decontamination.json | DecontaminationReport (eval sets, sources, contaminated records, hits) | `yunshan data decontaminate` | the pipeline, the card |
 | recipe.yaml | the resolved recipe dataclass (`write_recipe`) | every stage | `yunshan run recipe.yaml` |
 
 Each record has `to_json()` / `from_json()` and `write()` / `read()`; a file that is not valid JSON or lacks a
@@ -152,6 +153,8 @@ class DataReport(_JsonFile):
     steps: int | None = None
     precision: dict | None = None  # {"value": bf16 | fp32 | ..., "reason": ...}
     engine: dict | None = None  # {"name": single | ddp | deepspeed | fsdp, "processes", "zero_stage", ...}
+    # data.exclude: {"list": contaminated.jsonl, "records": digests listed}; drops counted as "contaminated"
+    exclude: dict | None = None
     # continual pretraining
     sequences: int | None = None
     seq_len: int | None = None
@@ -192,6 +195,63 @@ class DataReport(_JsonFile):
                           for name, s in (data.get("sources") or {}).items()}
         return report
 
+
+
+# ---------------------------------------------------------------- decontamination
+
+
+@dataclass
+class EvalSetCheck:
+    """One evaluation set a decontamination compared the training data with."""
+
+    path: str
+    items: int
+    ngrams: int  # n-grams indexed
+    unchecked: int = 0  # items with no n-gram (every field shorter than n units): they cannot be matched
+
+
+@dataclass
+class SourceCheck:
+    """One training source a decontamination read: records compared, contaminated, hit pairs."""
+
+    kind: str  # cpt, sft or file
+    records: int = 0
+    characters: int = 0
+    contaminated: int = 0  # records sharing an n-gram with an evaluation item
+    hits: int = 0  # (training record, evaluation item) pairs
+    bad: dict[str, int] = field(default_factory=dict)  # unreadable records by reason (on_bad_record: skip)
+
+
+@dataclass
+class DecontaminationReport(_JsonFile):
+    """decontamination.json of `yunshan data decontaminate` and of the pipeline's decontamination stage: how
+    training data was compared with the evaluation sets and what overlapped (every hit in hits.jsonl, the
+    contaminated records in contaminated.jsonl)."""
+
+    n: int
+    min_ngrams: int
+    normalization: str
+    eval_sets: dict[str, EvalSetCheck]
+    sources: dict[str, SourceCheck]
+    records: int = 0
+    contaminated: int = 0
+    hits: int = 0
+    drop: bool = False  # the contaminated records are left out of training
+    seconds: float | None = None
+    characters: int = 0
+    not_checked: list[str] = field(default_factory=list)  # eval tasks that have no items to compare (and why)
+
+    FILE = "decontamination.json"
+
+    def to_json(self) -> dict:
+        return _plain(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "decontamination report") -> DecontaminationReport:
+        report = _build(cls, data, where)
+        report.eval_sets = {k: _build(EvalSetCheck, v, f"{where}: eval_sets.{k}") for k, v in data["eval_sets"].items()}
+        report.sources = {k: _build(SourceCheck, v, f"{where}: sources.{k}") for k, v in data["sources"].items()}
+        return report
 
 
 # ---------------------------------------------------------------- evaluation results

@@ -478,7 +478,7 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
     out = Path(out)
     prov = collect_provenance(source, eval_files=eval, adapter=adapter)
     if options.name is None and prov.run_dir is None:
-        # A bare model folder is usually named by its stage (04_sft); the repo or the export folder says more.
+        # A bare model folder is usually named by its stage (05_sft); the repo or the export folder says more.
         options.name = repo_id.split("/")[1] if repo_id else Path(out).name
     model_dir = prov.model_dir.resolve()
     if as_llama:

@@ -19,6 +19,7 @@ recorded with each result, whatever the task.
 | cpt stage `data_report.json` + `recipe.yaml` | Continual-pretraining tokens per source | "not recorded" |
 | sft stage `data_report.json` + `recipe.yaml` | SFT samples and tokens per source | "not recorded" |
 | tokenizer stage `report.json` | Tokenizer: vocabulary sizes, tokens per character before/after | section left out |
+| decontamination stage `decontamination.json`, data reports' `contaminated` drops | Decontamination: training records overlapping the evaluation sets, dropped or kept | "not checked" |
 | eval stages' `results.json` (`eval_before`, `eval_after`), `--eval FILE` | Evaluation table and `model-index` (the recorded headline metrics) | no `model-index`; the section says how to add results |
 
 Only results recorded for exactly the exported weights go into `model-index`: `yunshan eval` stores a sha256 over
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from yunshan.artifacts import DataReport, EvalResults, Metric, RunManifest, StageRecord
+from yunshan.artifacts import DataReport, DecontaminationReport, EvalResults, Metric, RunManifest, StageRecord
 
 # Hub license identifiers (https://huggingface.co/docs/hub/repositories-licenses). The Hub rejects others;
 # any other license is `other` with license_name and license_link.
@@ -58,6 +59,7 @@ LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})?$")
 STAGE_WHAT = {
     "base": "base model",
     "tokenizer": "vocabulary extension",
+    "decontamination": "decontamination: n-gram overlap of the training data with the evaluation sets",
     "cpt": "continual pretraining",
     "sft": "supervised fine-tuning",
     "eval": "evaluation",
@@ -122,6 +124,7 @@ class Provenance:
     cpt: TrainingRecord | None = None
     sft: TrainingRecord | None = None
     tokenizer_report: dict | None = None
+    decontamination: DecontaminationReport | None = None
     evals: list[EvalColumn] = field(default_factory=list)
     recipe_path: Path | None = None
     yunshan_version: str | None = None
@@ -274,6 +277,11 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
                 setattr(prov, kind, _training_record(out))
             elif kind == "tokenizer":
                 prov.tokenizer_report = _read_json(out / "report.json")
+            elif kind == "decontamination" and (out / DecontaminationReport.FILE).is_file():
+                try:
+                    prov.decontamination = DecontaminationReport.read(out)
+                except ValueError:
+                    prov.decontamination = None  # unreadable: the card says the data was not checked
     else:
         record = _training_record(src)
         kind = record.report.kind if record and record.report else None  # the data report says what made it
@@ -628,6 +636,9 @@ def _pipeline(prov: Provenance) -> list[str]:
         if summary.get("new_tokens") is not None:
             result.append(f"vocabulary {summary.get('base_vocab', '?'):,} → {summary.get('new_vocab', '?'):,} "
                           f"(+{summary['new_tokens']:,})")
+        if kind == "decontamination" and summary.get("records") is not None:
+            result.append(f"{summary.get('contaminated', 0):,} of {summary['records']:,} training records overlap "
+                          + ("(left out of training)" if summary.get("drop") else "(kept)"))
         row = f"| {s.name} | {_md(what)} | {_seconds(s.seconds)} | {_md(', '.join(result))} |"
         lines.append(row + (f" {s.status} |" if show_status else ""))
     return lines + [""]
@@ -670,7 +681,41 @@ def _data(prov: Provenance) -> list[str]:
                       + ". Tokens are per pass over the set.", ""]
     else:
         lines += ["Not recorded (no SFT data report).", ""]
-    return lines
+    return lines + _decontamination(prov)
+
+
+def _decontamination(prov: Provenance) -> list[str]:
+    """How many training records overlap the evaluation sets, and whether training left them out: always stated,
+    zero or not, or said to be unchecked."""
+    lines = ["### Decontamination: overlap with the evaluation sets", ""]
+    dropped = {f"{kind}:{name}": s.dropped.get("contaminated", 0)
+               for kind, record in (("cpt", prov.cpt), ("sft", prov.sft)) if record and record.report
+               for name, s in record.report.sources.items()}
+    lists = [r.report.exclude for r in (prov.cpt, prov.sft) if r and r.report and r.report.exclude]
+    report = prov.decontamination
+    if report is None:
+        if lists:
+            total = sum(dropped.values())
+            return lines + [f"Training left out the records of a contamination list (`{Path(lists[0]['list']).name}`, "
+                            f"{lists[0].get('records', 0):,} records): {total:,} reads dropped. The comparison itself "
+                            "was made outside this run.", ""]
+        return lines + ["Not checked: no decontamination was run for this model (`yunshan data decontaminate`, or a "
+                        "`decontamination` section in the pipeline recipe).", ""]
+    sets = ", ".join(f"{name} ({s.items:,} items)" for name, s in report.eval_sets.items())
+    share = f"a {report.n}-gram" if report.min_ngrams == 1 else f"at least {report.min_ngrams} {report.n}-grams"
+    lines += [f"**{report.contaminated:,} of {report.records:,} training records** share {share} with an item of the "
+              f"evaluation sets ({report.hits:,} record-item pairs). Compared with: {sets}. Units: {report.normalization}.",
+              ""]
+    lines += ["| training source | records | overlapping | dropped in training |", "|---|---:|---:|---:|"]
+    for name, s in report.sources.items():
+        lines.append(f"| {_md(name)} | {s.records:,} | {s.contaminated:,} | {dropped.get(name, 0):,} |")
+    if report.drop:
+        lines += ["", "The overlapping records were left out of training (drops are counted per read, so a source "
+                      "read for several epochs counts a record once per epoch)."]
+    elif report.contaminated:
+        lines += ["", "The overlapping records were **kept** in training (`drop: false`): scores on the overlapping "
+                      "evaluation sets may be inflated."]
+    return lines + [""]
 
 
 def _dropped(dropped: dict) -> int:

@@ -1,6 +1,7 @@
 """`yunshan eval` end to end on tiny models and small folders written by the tests: every task, two models."""
 
 import json
+import re
 
 import pytest
 
@@ -50,6 +51,11 @@ def test_every_task_two_models_side_by_side(bench, llama_dir, pangu_dir, tmp_pat
     assert "| Model | Memorization | Understanding | Applying | AVG |" in md
     assert "forgetting (general)" in md and "gain (domain)" in md
     assert md.count(f"| {names[0]} |") >= 6 and md.strip() in printed
+    # report.html: the same tables on one page, the diversity plot embedded.
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert re.search(r"<th[^>]*>Accounting</th>", page) and "data:image/png;base64," in page
+    assert page.count("<table>") == len(re.findall(r"^\|[-:| ]+\|$", md, flags=re.MULTILINE)) >= 5
+    assert str(out / "report.html") in printed
 
 
 def test_generate_mode_reports_unmatched_answers(bench, llama, tmp_path):

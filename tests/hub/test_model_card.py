@@ -247,3 +247,39 @@ def test_a_benchmark_the_card_never_heard_of_reaches_it(run_dir, tmp_path):
     assert "| FinLegal-QA | accuracy (%) | – | 61.50 |" in section(text, "Evaluation")
     _, index = model_index_to_eval_results(meta["model-index"])
     assert {r.dataset_type: r.metric_value for r in index}["org/finlegal-qa"] == 61.5
+
+
+def test_the_card_always_states_the_decontamination_count(run_export, run_dir, tmp_path):
+    """A run without a decontamination stage: the card says the data was not checked. With the demo recipe's own
+    decontamination section run as the pipeline's stage runs it (drop: false), the card states the count, per
+    source, and that the overlapping records were kept."""
+    from pathlib import Path
+
+    from yunshan.artifacts import RunManifest, StageRecord
+    from yunshan.pipeline import PipelineRecipe
+    from yunshan.pipeline.stages import STAGE_NAMES, RunLayout, run_decontamination
+    from yunshan.recipe import load_recipe
+
+    text, _ = card_of(run_export)
+    assert "Not checked: no decontamination was run for this model" in section(text, "Training data")
+    run = copy_run(run_dir, tmp_path)
+    demo = Path(__file__).resolve().parents[2] / "recipes" / "demo_tiny.yaml"
+    recipe = load_recipe(PipelineRecipe, demo, [f"output_dir={run}"])
+    assert recipe.decontamination is not None and not recipe.decontamination.drop
+    layout = RunLayout(recipe)
+    summary = run_decontamination(layout, recipe.decontamination)
+    manifest = RunManifest.read(run)
+    manifest.set_stage(StageRecord("decontamination", "complete", layout.folder("decontamination").name, seconds=2.0,
+                                   summary=summary), STAGE_NAMES)
+    manifest.write(run)
+    export_model(run, tmp_path / "out", license="mit")
+    text, _ = card_of(tmp_path / "out")
+    report = json.loads((layout.folder("decontamination") / "decontamination.json").read_text())
+    assert report["records"] > 0 and set(report["eval_sets"]) >= {"fineval", "financeiq", "heldout:general", "heldout:legal"}
+    data = section(text, "Training data")
+    assert f"**{report['contaminated']:,} of {report['records']:,} training records** share a 13-gram" in data
+    for name, s in report["sources"].items():
+        assert f"| {name} | {s['records']:,} | {s['contaminated']:,} | 0 |" in data  # nothing dropped in training
+    assert ("were **kept** in training" in data) == (report["contaminated"] > 0)
+    assert (f"{report['contaminated']:,} of {report['records']:,} training records overlap (kept)"
+            in section(text, "Pipeline"))

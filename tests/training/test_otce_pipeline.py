@@ -1,5 +1,6 @@
 """OTCE runs through every yunshan stage like PanGu-π: the whole pipeline (stand-in base, vocabulary extension,
-evaluation, continual pretraining, SFT, export) on an OTCE model, and the export loads without yunshan."""
+evaluation, decontamination, continual pretraining, SFT, export) on an OTCE model; the card states the
+decontamination count, and the export loads without yunshan."""
 
 import json
 import os
@@ -26,11 +27,19 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     manifest = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
     assert all(s.status == "complete" for s in manifest.stages)
     out = tmp_path / "run"
-    assert json.loads((out / "04_sft/config.json").read_text())["model_type"] == "otce"
-    after = json.loads((out / "05_eval_after/results.json").read_text())
+    assert json.loads((out / "05_sft/config.json").read_text())["model_type"] == "otce"
+    after = json.loads((out / "06_eval_after/results.json").read_text())
     assert set(after["tasks"]) == {"bpc", "fineval"} and len(after["models"]) == 2
-    export = out / "06_export"
+    export = out / "07_export"
     assert (export / "modeling_otce.py").is_file() and (export / "README.md").is_file()
+    # The card states the decontamination count and the drops training made, per source.
+    card = (export / "README.md").read_text(encoding="utf-8")
+    decont = manifest.stage("decontamination").summary
+    assert "### Decontamination: overlap with the evaluation sets" in card
+    assert f"**{decont['contaminated']:,} of {decont['records']:,} training records**" in card
+    cpt_dropped = json.loads((out / "04_cpt/data_report.json").read_text())["sources"]["finance"]["dropped"]
+    assert f"| cpt:finance | " in card and f" {cpt_dropped['contaminated']:,} |" in card
+    assert "left out of training" in card
     script = textwrap.dedent(f"""
         import sys
         sys.modules["yunshan"] = None

@@ -192,19 +192,29 @@ def ceval_subject(path: str) -> str:
     return stem.replace("_", " ")
 
 
-def read_sft_source(args: SftSourceArgs, on_bad_record: str, counts: dict) -> list[Sample]:
-    """All samples of one source, validated; bad records raise or are counted in `counts` by reason."""
+def read_sft_source(args: SftSourceArgs, on_bad_record: str, counts: dict, exclude=None) -> list[Sample]:
+    """All samples of one source, validated; bad records raise or are counted in `counts` by reason. `exclude`
+    (yunshan.data.decontamination.Exclusions): samples of a contamination list are left out, counted as
+    "contaminated"."""
     samples = []
-    for path in _files(args):
-        for location, turns in _records(args, path):
-            if isinstance(turns, BadRecord):
-                fail_or_count(turns, on_bad_record, counts, context=f"sft source {args.name!r}: ", key="bad:{}",
-                              fix="Fix the record, or set data.on_bad_record: skip to skip and count bad records.")
-                continue
-            if args.system and turns[0]["role"] != "system":
-                turns = [{"role": "system", "content": args.system}] + turns
-            samples.append(Sample(turns, args.name, location))
+    for location, turns in sft_records(args):
+        if isinstance(turns, BadRecord):
+            fail_or_count(turns, on_bad_record, counts, context=f"sft source {args.name!r}: ", key="bad:{}",
+                          fix="Fix the record, or set data.on_bad_record: skip to skip and count bad records.")
+            continue
+        if exclude is not None and exclude.excludes(turns):
+            counts["contaminated"] = counts.get("contaminated", 0) + 1
+            continue
+        if args.system and turns[0]["role"] != "system":
+            turns = [{"role": "system", "content": args.system}] + turns
+        samples.append(Sample(turns, args.name, location))
     return samples
+
+
+def sft_records(args: SftSourceArgs):
+    """(location, turns or BadRecord) of every record of every file of one source, before its system prompt."""
+    for path in _files(args):
+        yield from _records(args, path)
 
 
 def _records(args: SftSourceArgs, path: str):

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .decontamination import Exclusions
 from .packing import PackedSequence, SequenceBuilder
 from .records import BadRecord, fail_or_count
 from .sources import RecordValidator, SourceArgs, load_hf_dataset, read_dataset_records, read_file_records, resolve_files
@@ -52,6 +53,7 @@ class SourceStream:
         block_size: int = 1024,
         on_bad_record: str = "fail",
         dedup: bool = False,
+        exclude=None,
     ):
         if on_bad_record not in ("fail", "skip"):
             raise ValueError(f"on_bad_record must be fail or skip, got {on_bad_record!r}")
@@ -62,6 +64,8 @@ class SourceStream:
         self.block_size = block_size
         self.on_bad_record = on_bad_record
         self.dedup = dedup
+        # A contamination list (yunshan.data.decontamination.Exclusions): its documents are left out, counted.
+        self.exclude = exclude if exclude is not None else Exclusions()
         if args.dataset is not None:
             self.dataset = load_hf_dataset(args)
             self.files = None
@@ -138,6 +142,9 @@ class SourceStream:
                 continue
             if not self.validator.keep(record):
                 self.stats["filtered"] += 1
+                continue
+            if self.exclude.excludes(record.text):
+                self.stats["contaminated"] += 1
                 continue
             if self.dedup:
                 digest = int.from_bytes(hashlib.blake2b(record.text.encode("utf-8"), digest_size=8).digest(), "little")

@@ -1,18 +1,23 @@
-"""What `yunshan run` shows at the end: the before/after table (printed and in report.md) with the plots.
+"""What `yunshan run` shows at the end: the before/after table (printed, in report.md and report.html) with the
+stages, the data and the plots.
 
-    yunshan run recipes/demo_tiny.yaml      # prints the table; writes runs/demo_tiny/report.md
+    yunshan run recipes/demo_tiny.yaml      # prints the table; writes runs/demo_tiny/report.md and report.html
 
-Rows come from the evaluation stages' results (bits per character per held-out text, accuracy per multiple-choice
-benchmark), one column per evaluated model (base, after cpt, after sft) and the change from the base to the last,
-then the tokenizer stage's compression (tokens per character before and after the extension).
+Rows of the before/after table come from the evaluation stages' results (bits per character per held-out text,
+accuracy per multiple-choice benchmark), one column per evaluated model (base, after cpt, after sft) and the
+change from the base to the last, then the tokenizer stage's compression (tokens per character before and after
+the extension). report.md then gives the stages and their times, the decontamination, the vocabulary extension's
+cost, the continual-pretraining mixture, the forgetting curve and the loss curves, and every evaluation table;
+report.html is the same report as one self-contained page (yunshan.html_page).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from yunshan.artifacts import EvalResults, RunManifest
+from yunshan.artifacts import DecontaminationReport, EvalResults, RunManifest
 
 from .stages import RunLayout
 
@@ -62,7 +67,8 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
 
 
 def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
-    """report.md in the run folder: the table, the stages, the continual-pretraining mixture and the plots."""
+    """report.md and report.html in the run folder: the table, the stages, the decontamination, the continual-
+    pretraining mixture, the plots and the evaluation tables."""
     columns, rows = before_after(layout)
     out = layout.out
     lines = [f"# yunshan run: {layout.recipe.name}", "",
@@ -77,6 +83,7 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
     lines += ["", "## Stages", "", "| stage | status | seconds | output |", "|---|---|---:|---|"]
     for s in manifest.stages:
         lines.append(f"| {s.name} | {s.status} | {'' if s.seconds is None else s.seconds} | `{s.output}` |")
+    lines += _decontamination_lines(layout)
     cpt = manifest.stage("cpt").summary if manifest.stage("cpt") else None
     if cpt and cpt.get("extension_cost"):
         lines += ["", *_extension_cost_lines(cpt)]
@@ -89,17 +96,96 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
                   "|---|---:|---:|"]
         total = sum(cpt["tokens_by_source"].values()) or 1
         lines += [f"| {n} | {t:,} | {100 * t / total:.2f}% |" for n, t in cpt["tokens_by_source"].items()]
-    plots = [(layout.folder("cpt") / "curves.png",
+    forgetting = _forgetting_plot(layout, out / "forgetting.png")
+    plots = [(forgetting, "forgetting curve: held-out bits/char of general (forgetting) and domain (gain) text"),
+             (layout.folder("cpt") / "curves.png",
               "continual pretraining: loss, held-out bits/char and realised token shares"),
              (layout.folder("sft") / "curves.png", "SFT: loss, overall and per source"),
              (layout.folder("base") / "curves.png", "stand-in base pretraining")]
     lines += ["", "## Plots", ""]
     for path, caption in plots:
-        if path.is_file():
+        if path is not None and path.is_file():
             lines += [f"![{caption}]({path.relative_to(out)})", ""]
+    lines += _evaluation_tables(layout)
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from yunshan.html_page import write_page
+
+    write_page(path, out / "report.html", f"yunshan run: {layout.recipe.name}")
     return path
+
+
+def _decontamination_lines(layout: RunLayout) -> list[str]:
+    """The decontamination stage's counts: per training source, and whether training left the records out."""
+    path = layout.folder("decontamination") / DecontaminationReport.FILE
+    if not layout.enabled("decontamination") or not path.is_file():
+        return []
+    report = DecontaminationReport.read(path)
+    sets = ", ".join(f"{name} ({s.items:,} items)" for name, s in report.eval_sets.items())
+    lines = ["", f"## Decontamination ({report.n}-grams, `{path.parent.name}/hits.jsonl` lists every hit)", "",
+             f"{report.contaminated:,} of {report.records:,} training records share an n-gram with the evaluation "
+             f"sets ({report.hits:,} record-item pairs); "
+             + ("they are left out of training." if report.drop else "they are kept in training (drop: false)."),
+             "", f"Evaluation sets: {sets}.", "", "| training source | records | overlapping | hits |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {s.records:,} | {s.contaminated:,} | {s.hits:,} |" for name, s in report.sources.items()]
+    return lines
+
+
+def _evaluation_tables(layout: RunLayout) -> list[str]:
+    """Every table of the evaluation stages (their results.md), under one heading per stage."""
+    lines = []
+    for stage, title in (("eval_before", "before (base model)"), ("eval_after", "after (trained models)")):
+        path = layout.folder(stage) / "results.md"
+        if layout.enabled(stage) and path.is_file():
+            text = re.sub(r"\A# .*\n", "", path.read_text(encoding="utf-8")).strip()  # its title: the stage's here
+            lines += ["", f"## Evaluation {title}", "", re.sub(r"^(#+) ", r"#\1 ", text, flags=re.MULTILINE)]
+    return lines
+
+
+def _forgetting_plot(layout: RunLayout, png: Path) -> Path | None:
+    """Held-out bits per character: along continual pretraining (the monitor's measurements) and for every
+    evaluated model (base, after cpt, after sft), general text (forgetting) beside domain text (gain)."""
+    log = layout.folder("cpt") / "log.jsonl"
+    monitor = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.is_file() else []
+    monitor = [r for r in monitor if r.get("event") == "bpc"]
+    models: list[tuple[str, dict]] = []
+    for stage in ("eval_before", "eval_after"):
+        results = _load(layout.folder(stage) / "results.json")
+        task = next((t for t in (results.tasks.values() if results else []) if t.format == "bpc"), None)
+        for name, result in (task.results.items() if task else []):
+            label = "before" if stage == "eval_before" else f"after {name.split('_', 1)[-1]}"
+            models.append((label, {k: v["bpc"] for k, v in result.get("files", {}).items()}))
+    if not monitor and not models:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2 if monitor and models else 1, figsize=(11 if monitor and models else 6, 4),
+                             squeeze=False)
+    axes = list(axes[0])
+    if monitor:
+        ax = axes.pop(0)
+        for key in sorted({k for r in monitor for k in r if k.startswith("bpc_")}):
+            points = [(r["step"], r[key]) for r in monitor if key in r]
+            ax.plot(*zip(*points), marker="o", label=key[4:] + (" (forgetting)" if key == "bpc_general" else ""))
+        ax.set(title="during continual pretraining", xlabel="step", ylabel="held-out bits / char")
+        ax.legend()
+    if models:
+        ax = axes.pop(0)
+        labels = [label for label, _ in models]
+        for text in dict.fromkeys(k for _, values in models for k in values):
+            ax.plot(labels, [values.get(text, float("nan")) for _, values in models], marker="o",
+                    label=text + (" (forgetting)" if text == "general" else " (gain)"))
+        ax.set(title="evaluated models", ylabel="held-out bits / char")
+        ax.legend()
+    fig.suptitle("forgetting and gain: held-out bits per character")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
 
 
 def _extension_cost_lines(cpt: dict) -> list[str]:
@@ -144,4 +230,5 @@ def print_summary(layout: RunLayout, manifest: RunManifest, manifest_path: Path)
         print(f"\n   {'metric':<{width}}  " + "  ".join(f"{c:>10}" for c in columns) + "  change")
         for r in rows:
             print(f"   {r[0]:<{width}}  " + "  ".join(f"{c:>10}" for c in r[1:-1]) + f"  {r[-1]}")
-    print(f"\n   report: {out / 'report.md'}   manifest: {manifest_path}", flush=True)
+    print(f"\n   report: {out / 'report.md'} and {out / 'report.html'} (open it in a browser)   manifest: "
+          f"{manifest_path}", flush=True)

@@ -71,18 +71,28 @@ class PipelineRunner:
     # -- plan ---------------------------------------------------------------------------------------------
 
     def stage_settings(self, stage) -> dict:
-        """The recipe sections a stage depends on (part of its fingerprint)."""
+        """The recipe sections a stage depends on (part of its fingerprint), and what it reads outside them."""
         r = dataclasses.asdict(self.recipe)
-        return {"section": r[stage.section], "model": r["model"], "tokenizer": r["tokenizer"], "name": r["name"]}
+        settings = {"section": r[stage.section], "model": r["model"], "tokenizer": r["tokenizer"], "name": r["name"]}
+        if stage.reads is not None:
+            settings["reads"] = stage.reads(self.recipe)[0]
+        return settings
+
+    def stage_paths(self, stage) -> list[str]:
+        """The data files and folders a stage reads, from its section and what it reads outside it."""
+        paths = list(stage.inputs(self.layout.section(stage)))
+        if stage.reads is not None:
+            paths += stage.reads(self.recipe)[1]
+        return [p for p in dict.fromkeys(paths) if p]
 
     def stage_inputs(self, stage) -> dict[str, str]:
         """Files a stage reads that are not produced by an earlier stage (data), with their hashes."""
-        files = input_files([p for p in stage.inputs(self.layout.section(stage)) if p])
+        files = input_files(self.stage_paths(stage))
         return {str(f): sha256_file(f) for f in files}
 
     def fingerprint(self, stage, manifest: RunManifest) -> str:
         ups = {s: (manifest.stage(s).fingerprint if manifest.stage(s) else None)
-               for s in stage.upstream if self.layout.enabled(s)}
+               for s in stage.upstream_in(self.recipe) if self.layout.enabled(s)}
         return digest_of({"settings": self.stage_settings(stage), "inputs": self.stage_inputs(stage),
                           "upstream": ups,
                           # The folder names the model (a Hub id's cache folder names its commit); no weights needed.
@@ -207,7 +217,7 @@ class PipelineRunner:
         for stage in STAGES:
             section = self.layout.section(stage)
             if section is not None:
-                paths += stage.inputs(section)
+                paths += self.stage_paths(stage)
                 problems += [p for p in stage.check(section) if p not in problems]
         for p in dict.fromkeys(paths):
             if p and not input_files([p]) and not os.path.isdir(p):

@@ -3,7 +3,8 @@
     yunshan run recipes/demo_tiny.yaml --dry-run       # the records decide the plan, the inputs checked and hashed
 
 The pipeline recipe is a tree of the stage commands' own arguments: `tokenizer_extension` is `yunshan tokenizer
-extend`'s ExtendArgs, `eval` is `yunshan eval`'s EvalArgs, `cpt` and `sft` are the CptArgs and SftArgs recipes of
+extend`'s ExtendArgs, `decontamination` is `yunshan data decontaminate`'s DecontaminateArgs, `eval` is `yunshan
+eval`'s EvalArgs, `cpt` and `sft` are the CptArgs and SftArgs recipes of
 `yunshan cpt` and `yunshan sft`, `export` and `push` the ExportArgs and PushArgs of those commands. The runner fills
 what connects the stages (model and tokenizer folders, output folders) with `dataclasses.replace`; those keys are
 reserved in a pipeline recipe (RESERVED_KEYS). Adding a stage is one record in STAGES plus its function: the run
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yunshan.data_commands import DecontaminateArgs
 from yunshan.eval.commands import EvalArgs
 from yunshan.hub import ExportArgs
 from yunshan.push import PushArgs
@@ -60,6 +62,9 @@ class PipelineRecipe:
         "help": "vocabulary extension: yunshan tokenizer extend"})
     eval: EvalArgs | None = field(default=None, metadata={
         "help": "evaluation before (base model) and after (trained models): yunshan eval"})
+    decontamination: DecontaminateArgs | None = field(default=None, metadata={
+        "help": "n-gram overlap of the cpt and sft sources with the evaluation sets (drop: true leaves the "
+                "contaminated records out of training): yunshan data decontaminate"})
     cpt: CptArgs | None = field(default=None, metadata={"help": "continual pretraining: yunshan cpt"})
     sft: SftArgs | None = field(default=None, metadata={"help": "mixed SFT: yunshan sft"})
     export: ExportArgs | None = field(default=None, metadata={"help": "export with a model card: yunshan export"})
@@ -129,6 +134,12 @@ class RunLayout:
     def tokenizer_args(self, path: str) -> TokenizerArgs:
         return dataclasses.replace(self.recipe.tokenizer, path=path, revision=None, base_path=self.base_tokenizer_dir())
 
+    def contamination_list(self) -> str | None:
+        """The contamination list the training stages leave out (decontamination with drop: true), else None."""
+        if _drops_contaminated(self.recipe):
+            return str(self.folder("decontamination") / "contaminated.jsonl")
+        return None
+
 
 # ---------------------------------------------------------------- the stages
 
@@ -197,12 +208,14 @@ def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
     out = layout.folder("cpt")
     summary = run_cpt(dataclasses.replace(
         c, model=layout.trained_model(layout.base_model_dir()), tokenizer=layout.tokenizer_args(layout.tokenizer_dir()),
+        data=dataclasses.replace(c.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(c.training, output_dir=str(out), run_name=_run_name(layout, c.training, "cpt"))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
     result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report.tokens_trained,
               "tokens_by_source": {n: s.tokens_trained for n, s in report.sources.items()},
-              "bpc": summary.get("bpc"), "precision": report.precision}
+              "bpc": summary.get("bpc"), "precision": report.precision,
+              "contaminated_dropped": sum(s.dropped.get("contaminated", 0) for s in report.sources.values())}
     if report.extension_cost is not None:
         result["extension_cost"] = report.extension_cost
     if report.embedding_warmup is not None:
@@ -218,12 +231,74 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
     tokenizer = previous if layout.enabled("cpt") else layout.tokenizer_dir()
     summary = run_sft(dataclasses.replace(
         s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(tokenizer),
+        data=dataclasses.replace(s.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(s.training, output_dir=str(out), run_name=_run_name(layout, s.training, "sft"))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     report = summary["data_report"]
     return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
             "precision": report.precision,
-            "samples_by_source": {n: v.samples for n, v in report.sources.items()}}
+            "samples_by_source": {n: v.samples for n, v in report.sources.items()},
+            "contaminated_dropped": sum(v.dropped.get("contaminated", 0) for v in report.sources.values())}
+
+
+def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[DecontaminateArgs, list, list]:
+    """The decontamination settings with the evaluation sets resolved (its own, else the eval section's tasks and
+    held-out texts plus the cpt monitor's held-out files) and the training sources it reads (every cpt and sft
+    source). `yunshan data decontaminate --config RECIPE` uses the same plan."""
+    from yunshan.eval.texts import default_texts
+
+    e = recipe.eval
+    tasks = list(d.tasks or (e.tasks if e else []))
+    heldout = list(d.heldout or (e.heldout if e else []))
+    if "bpc" in tasks and not heldout:
+        heldout = [f"{p.stem}={p}" for p in default_texts("bpc")]
+    if not d.heldout and recipe.cpt is not None:
+        seen = {str(Path(spec.split("=", 1)[-1]).resolve()) for spec in heldout}
+        labels = {spec.split("=", 1)[0] for spec in heldout}
+        for path in recipe.cpt.monitor.general + recipe.cpt.monitor.domain:
+            if str(Path(path).resolve()) in seen:
+                continue
+            label = Path(path).stem if Path(path).stem not in labels else f"monitor-{Path(path).stem}"
+            heldout.append(f"{label}={path}")
+            labels.add(label)
+            seen.add(str(Path(path).resolve()))
+    plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None))
+    cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None else []
+    sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None else []
+    return plan, cpt_sources, sft_sources
+
+
+def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
+    from yunshan.data_commands import render_decontamination
+    from yunshan.data_commands import run_decontamination as check
+
+    plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
+    out = layout.folder("decontamination")
+    report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources)
+    print(render_decontamination(report, shown, out), flush=True)
+    return {"n": report.n, "records": report.records, "contaminated": report.contaminated, "hits": report.hits,
+            "drop": report.drop, "eval_sets": {k: v.items for k, v in report.eval_sets.items()},
+            "report": report.FILE}
+
+
+def _drops_contaminated(recipe: PipelineRecipe) -> bool:
+    return recipe.decontamination is not None and recipe.decontamination.drop
+
+
+def _after_decontamination(*names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
+    """Upstream stages of a training stage: these, and the decontamination when its list is left out of training
+    (a decontamination that only reports changes nothing the stage reads)."""
+    return lambda recipe: names + (("decontamination",) if _drops_contaminated(recipe) else ())
+
+
+def _decontamination_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
+    """What the decontamination reads outside its section: the training sources and the evaluation sets."""
+    plan, cpt_sources, sft_sources = decontamination_plan(recipe, recipe.decontamination)
+    settings = {"cpt": [dataclasses.asdict(s) for s in cpt_sources], "sft": [dataclasses.asdict(s) for s in sft_sources],
+                "tasks": plan.tasks, "heldout": plan.heldout, "data_dir": plan.data_dir}
+    paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _labelled_paths(plan.tasks) + _labelled_paths(
+        plan.heldout) + ([plan.data_dir] if plan.data_dir else [])
+    return settings, paths
 
 
 def run_export(layout: RunLayout, e: ExportArgs) -> dict:
@@ -285,12 +360,18 @@ class Stage:
 
     name: str
     section: str  # the recipe section it reads (a field of PipelineRecipe)
-    upstream: tuple[str, ...]  # earlier stages whose outputs it reads (their fingerprints enter its own)
+    # earlier stages whose outputs it reads (their fingerprints enter its own), or a function of the recipe
+    upstream: tuple[str, ...] | Callable[[PipelineRecipe], tuple[str, ...]]
     inputs: Callable[[Any], list[str]]  # data files and folders it reads, from its section: hashed, checked to exist
     distributed: bool  # under `accelerate launch`, runs on every process (else on the main one while the rest wait)
     run: Callable[[RunLayout, Any], dict]  # (layout, section) -> the summary kept in run.json
     filled: tuple[str, ...] = ()  # keys of its section the runner fills (reserved in recipes)
     check: Callable[[Any], list[str]] = lambda args: []  # dry-run problems beyond missing inputs
+    # (settings, data files) it reads outside its section: both enter its fingerprint, the files are checked
+    reads: Callable[[PipelineRecipe], tuple[dict, list[str]]] | None = None
+
+    def upstream_in(self, recipe: PipelineRecipe) -> tuple[str, ...]:
+        return self.upstream(recipe) if callable(self.upstream) else self.upstream
 
 
 STAGES: tuple[Stage, ...] = (
@@ -300,15 +381,18 @@ STAGES: tuple[Stage, ...] = (
           lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
           run_tokenizer, filled=("base", "revision", "out", "overwrite"), check=_check_words),
     Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out")),
-    Stage("cpt", "cpt", ("base", "tokenizer"),
+    Stage("decontamination", "decontamination", (), lambda d: [], False, run_decontamination,
+          filled=("inputs", "format", "text_field", "out"), reads=_decontamination_reads),
+    Stage("cpt", "cpt", _after_decontamination("base", "tokenizer"),
           lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,
-          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("cpt")),
-    Stage("sft", "sft", ("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources), True, run_sft_stage,
-          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("sft")),
+          filled=("model", "tokenizer", "training.output_dir", "data.exclude"), check=_check_sources("cpt")),
+    Stage("sft", "sft", _after_decontamination("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
+          True, run_sft_stage, filled=("model", "tokenizer", "training.output_dir", "data.exclude"),
+          check=_check_sources("sft")),
     Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft"), _eval_inputs, False, run_eval_after,
           filled=("model", "out")),
-    Stage("export", "export", ("base", "tokenizer", "eval_before", "cpt", "sft", "eval_after"), lambda e: e.eval,
-          False, run_export, filled=("source", "out", "overwrite")),
+    Stage("export", "export", ("base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "eval_after"),
+          lambda e: e.eval, False, run_export, filled=("source", "out", "overwrite")),
     Stage("push", "push", ("export",), lambda p: [], False, run_push, filled=("folder",),
           check=lambda p: [] if p.repo_id else ["push.repo_id is not set"]),
 )

@@ -42,6 +42,9 @@ class CptDataArgs:
     block_size: int = field(default=1024, metadata={"help": "documents read, tokenised and shuffled together"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (stop with file, line, field) or skip (count)"})
     dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents (content hash), counted"})
+    exclude: str | None = field(default=None, metadata={
+        "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its documents are left out, "
+                "each counted as dropped 'contaminated'"})
     add_bos: str = field(default="auto", metadata={"help": "BOS before each document: auto (if the tokenizer "
                                                            "adds one by default), true or false"})
     seed: int = field(default=0, metadata={"help": "seed of the data order (shuffles, mixing)"})
@@ -123,10 +126,13 @@ def build_stream(recipe, tokenizer):
     data = recipe.data
     if not data.sources:
         raise ValueError("data.sources is empty: a continual-pretraining recipe needs at least one source")
+    from yunshan.data.decontamination import Exclusions
+
     tokenize = make_tokenize(tokenizer, data.add_bos)
+    exclude = Exclusions.load(data.exclude)
     streams = [
         SourceStream(source, tokenize, seed=data.seed, block_size=data.block_size,
-                     on_bad_record=data.on_bad_record, dedup=data.dedup)
+                     on_bad_record=data.on_bad_record, dedup=data.dedup, exclude=exclude)
         for source in data.sources
     ]
     mixer = TokenBudgetMixer(streams, data.seq_len, data.chunk_tokens, data.document_mask)
@@ -304,6 +310,8 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         final.save_pretrained(out)
         tokenizer.save_pretrained(out)
         report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
+        if recipe.data.exclude:
+            report.exclude = {"list": recipe.data.exclude, "records": len(stream.mixer.streams[0].exclude.digests)}
         report.precision = {"value": precision, "reason": precision_reason}
         report.engine = engine.to_dict()
         if new_ids:

@@ -40,6 +40,9 @@ class SftDataArgs:
                           "inside a trained answer) or drop; both counted"})
     packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
+    exclude: str | None = field(default=None, metadata={
+        "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its samples are left out, "
+                "each counted as dropped 'contaminated'"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
     max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
 
@@ -106,8 +109,11 @@ def build_sft_data(recipe, tokenizer):
     names = [s.name for s in data.sources]
     if len(set(names)) != len(names):
         raise ValueError(f"sft source names must be unique, got {names}")
+    from yunshan.data.decontamination import Exclusions
+
     drops = {s.name: {} for s in data.sources}
-    per_source = {s.name: read_sft_source(s, data.on_bad_record, drops[s.name]) for s in data.sources}
+    exclude = Exclusions.load(data.exclude)
+    per_source = {s.name: read_sft_source(s, data.on_bad_record, drops[s.name], exclude) for s in data.sources}
     read_counts = {name: len(samples) for name, samples in per_source.items()}
     train, heldout = mix_sft_sources(per_source, data.sources, data.seed)
     source_index = {name: i for i, name in enumerate(names)}
@@ -159,7 +165,8 @@ def build_sft_data(recipe, tokenizer):
         real_tokens=real_tokens, heldout_prompts=len(heldout), end_of_turn_ids=sorted(end_markers),
         sources={name: SftSourceReport(read=read_counts[name], **composition[name], dropped=drops[name],
                                        share_of_samples=composition[name]["samples"] / len(samples))
-                 for name in names})
+                 for name in names},
+        exclude={"list": data.exclude, "records": len(exclude.digests)} if data.exclude else None)
     return rows, heldout, report
 
 

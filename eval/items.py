@@ -1,0 +1,147 @@
+"""Every item of an evaluation set as text, with the file and line it is on: what decontamination compares the
+training data against (yunshan.data.decontamination, `yunshan data decontaminate`).
+
+    from yunshan.eval.items import eval_items
+    for item in eval_items("fineval", "/data/FinEval"):
+        print(item.location, item.fields)            # .../val/accounting_val.csv:2 ['应收账款是指（ ）。', ...]
+
+The layouts are read by the benchmark modules' own readers, so a file `yunshan eval` rejects is rejected here with
+the same message:
+
+| format (tasks) | reader | item | fields compared |
+|---|---|---|---|
+| ceval (C-Eval, FinEval) | `ceval.load_subject_mapping`, `multiple_choice.read_choice_csv` | a row of every split folder present (dev, val, test; test may lack answers) | the question, each option |
+| cmmlu (CMMLU, FinanceIQ) | `multiple_choice.read_choice_csv` | a row of dev/ and test/ | the question, each option |
+| lawbench | `lawbench.load_lawbench` | a record | the question and the answer |
+| jecqa | `jecqa.load_jecqa` | a record | the statement, each option |
+| bpc (held-out texts) | yunshan.data.records (`.txt`: a document per paragraph) | a document | its text |
+
+Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
+instruction is the same in every record of the task, so it is not compared (it would match any copy of the task's
+prompt, not of its questions). Explanations of C-Eval rows are not compared either: they are not shown to the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from yunshan.data.decontamination import Text
+
+from .tasks import TASKS
+
+FORMATS = ("ceval", "cmmlu", "lawbench", "jecqa")
+
+
+def eval_items(name: str, path: str | Path) -> Iterator[Text]:
+    """The items of task `name` (a key of yunshan.eval.tasks.TASKS with a data layout) in the folder or file `path`;
+    each Text's tag is {"task", "id"}."""
+    if name not in TASKS or TASKS[name].format not in FORMATS:
+        valid = ", ".join(t for t, task in TASKS.items() if task.format in FORMATS)
+        raise ValueError(f"task {name!r} has no evaluation set to check; valid: {valid} (and held-out texts)")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{name}: {path} does not exist")
+    fmt = TASKS[name].format
+    reader = {"ceval": _ceval_items, "cmmlu": _cmmlu_items, "lawbench": _lawbench_items, "jecqa": _jecqa_items}[fmt]
+    yield from reader(name, path)
+
+
+def heldout_items(label: str, path: str | Path) -> Iterator[Text]:
+    """The documents of a held-out text (bits per character) with their first line."""
+    from yunshan.data.records import BadRecord, read_records
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"held-out text {label}: {path} does not exist")
+    for where, record, _ in read_records(str(path)):
+        if isinstance(record, BadRecord):
+            raise ValueError(f"held-out text {label}: {record.describe()}")
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f"held-out text {label}: {where}: field 'text': missing_field (a record needs a text "
+                             "string)")
+        yield Text(where, [record["text"]], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1]})
+
+
+def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str) -> Iterator[Text]:
+    import csv
+
+    from .multiple_choice import read_choice_csv
+
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        header = next(csv.reader(f), [])
+    if columns["answer"] not in header:  # C-Eval's test split is released without answers
+        columns = {role: name for role, name in columns.items() if role != "answer"}
+    for q in read_choice_csv(path, columns, format_name, require_answer=False, header_hint=hint):
+        yield Text(f"{q.file}:{q.line}", [q.question, *q.options], {"task": name, "id": q.id})
+
+
+def _ceval_items(name: str, root: Path) -> Iterator[Text]:
+    from . import ceval
+
+    mapping = ceval.load_subject_mapping(root)
+    splits = [s for s in ("dev", "val", "test") if (root / s).is_dir()]
+    if not splits:
+        raise FileNotFoundError(f"{root}: no dev/, val/ or test/ folder; the C-Eval format is "
+                                "{dev,val,test}/{subject}_{split}.csv")
+    for split in splits:
+        for path in sorted((root / split).glob(f"*_{split}.csv")):
+            subject = path.name[: -len(f"_{split}.csv")]
+            if subject not in mapping:
+                raise ValueError(f"{path}: subject {subject!r} has no entry in {root / 'subject_mapping.json'}")
+            yield from _questions(name, path, ceval.COLUMNS, "C-Eval", ceval.HEADER_HINT)
+
+
+def _cmmlu_items(name: str, root: Path) -> Iterator[Text]:
+    from . import cmmlu
+
+    files = [p for split in ("dev", "test") for p in sorted((root / split).glob("*.csv"))]
+    if not files:
+        raise FileNotFoundError(f"{root}: no dev/*.csv or test/*.csv; the CMMLU format is {{dev,test}}/{{subject}}.csv "
+                                f"with columns {cmmlu.HEADER_HINT}")
+    for path in files:
+        yield from _questions(name, path, cmmlu.COLUMNS, "CMMLU", cmmlu.HEADER_HINT)
+
+
+def _lawbench_items(name: str, root: Path) -> Iterator[Text]:
+    from .lawbench import load_lawbench
+
+    for task_id, records in load_lawbench(root).items():
+        path = root / f"{task_id}.json"
+        lines = list_item_lines(path.read_text(encoding="utf-8"))
+        for i, (record, line) in enumerate(zip(records, lines)):
+            yield Text(f"{path}:{line}", [record["question"], record["answer"]], {"task": name, "id": f"{task_id}#{i}"})
+
+
+def _jecqa_items(name: str, path: Path) -> Iterator[Text]:
+    from .jecqa import load_jecqa
+
+    lines: dict[str, list[int]] = {}
+    counters: dict[str, int] = {}
+    for record in load_jecqa(path):
+        where = record["where"]
+        if ": record " in where:  # a JSON list: find the line the record starts on
+            file = where.split(": record ")[0]
+            if file not in lines:
+                lines[file] = list_item_lines(Path(file).read_text(encoding="utf-8"))
+            i = counters[file] = counters.get(file, -1) + 1
+            where = f"{file}:{lines[file][i]}"
+        options = record["option_list"]
+        yield Text(where, [record["statement"], *(str(options[k]) for k in sorted(options))],
+                   {"task": name, "id": str(record.get("id", where))})
+
+
+def list_item_lines(text: str) -> list[int]:
+    """The line on which each element of a JSON list starts (the list must be valid JSON: its reader checked it)."""
+    decoder = json.JSONDecoder()
+    i = text.index("[") + 1
+    lines, line, counted = [], 1, 0
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text) or text[i] == "]":
+            return lines
+        line += text.count("\n", counted, i)
+        counted = i
+        lines.append(line)
+        _, i = decoder.raw_decode(text, i)

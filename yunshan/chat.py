@@ -1,0 +1,408 @@
+"""`yunshan chat`: talk to a model in the terminal, or answer prompts for a script (one JSON line each).
+
+    yunshan chat runs/demo_tiny/05_sft                                  # interactive; /reset, /exit (or Ctrl-D)
+    yunshan chat exports/yunshan-demo --trust-remote-code               # an export, run by its own modeling code
+    yunshan chat runs/lora/adapter --base runs/demo_tiny/04_cpt         # a LoRA adapter folder with its base
+    yunshan chat MODEL --system "你是一名金融助手。" --temperature 0.7 --top-p 0.9 --max-new-tokens 256
+    yunshan chat MODEL --prompt "什么是应收账款？" --temperature 0       # one-shot: a JSON line on stdout
+    yunshan chat MODEL --prompts questions.txt --out answers.jsonl      # a prompt per line (or JSONL), for scripts
+
+The model is any local causal-LM folder. PanGu-π and OTCE load with the classes yunshan registers; with
+`--trust-remote-code` a folder's own modeling code (its config's `auto_map`, as an export ships it) is run instead,
+exactly as for a user without yunshan; a model type neither transformers nor yunshan knows needs that flag (the
+error says so). A folder holding adapter_config.json is a PEFT adapter: its base is `--base` or the base the adapter
+names, loaded from a local folder (or the local HF cache), then merged for speed.
+
+The conversation is rendered with the tokenizer's chat template; a tokenizer without one gets yunshan's default
+(yunshan.data.chat, the template SFT trains with), so a model answers in the format it was trained on. Generation
+stops at EOS and at the template's end-of-turn token (found by rendering an assistant turn, as SFT finds the tokens
+it trains), streams its tokens as they are produced (transformers' TextIteratorStreamer: the printed text is the
+decoded answer, held back only while a multi-byte character is incomplete), and Ctrl-C stops an answer without
+leaving the chat. When a conversation outgrows the model's context the oldest turns are left out, and the chat says
+so. `--temperature 0` is greedy decoding; otherwise tokens are sampled (top-p, top-k) with `--seed` fixing them.
+
+One-shot mode (`--prompt`, `--prompts`) answers each prompt on its own (no shared history) and writes one JSON line
+per prompt: {"prompt", "response", "new_tokens", "finish": "stop" | "length"}. A `--prompts` file is .txt (one prompt
+per non-empty line) or .jsonl ({"prompt": TEXT} or {"messages": [...]} per line, the conversation up to the turn to
+answer).
+
+Written on transformers' generate() and TextIteratorStreamer and peft's PeftModel; only the loop, the commands and
+the context trimming are our own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit or Ctrl-D quits, Ctrl-C stops an answer"
+
+
+@dataclass
+class ChatArgs:
+    """Arguments of `yunshan chat`."""
+
+    model: str = field(metadata={"help": "model folder (or a PEFT adapter folder: see --base)"})
+    base: str | None = field(default=None, metadata={
+        "help": "base model folder of a LoRA adapter (default: the base_model_name_or_path its adapter_config.json "
+                "names, from a local folder or the local HF cache)"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "run the model folder's own modeling code (auto_map), as an exported PanGu-π or OTCE ships it"})
+    system: str | None = field(default=None, metadata={"help": "system prompt put first in every conversation"})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature; 0 decodes greedily"})
+    top_p: float = field(default=0.9, metadata={"help": "nucleus sampling: keep the most likely tokens up to this mass"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k most likely tokens (0: no limit)"})
+    repetition_penalty: float = field(default=1.0, metadata={"help": "penalty on tokens already present (1: none)"})
+    max_new_tokens: int = field(default=512, metadata={"help": "longest answer in tokens"})
+    seed: int | None = field(default=None, metadata={"help": "seed of sampling (same seed, same answers)"})
+    dtype: str = field(default="auto", metadata={
+        "help": "auto (bf16 autocast where the CPU/GPU multiplies bf16 fast, else float32), float32, bfloat16, "
+                "float16"})
+    device: str = field(default="cpu", metadata={"help": "torch device"})
+    prompt: list[str] = field(default_factory=list, metadata={
+        "help": "one-shot mode: answer this prompt (repeatable) and print a JSON line per prompt"})
+    prompts: str | None = field(default=None, metadata={
+        "help": "one-shot mode: a .txt file (a prompt per line) or .jsonl file ({\"prompt\"} or {\"messages\"})"})
+    out: str | None = field(default=None, metadata={"help": "one-shot mode: write the JSON lines here, not stdout"})
+
+    def __post_init__(self):
+        if self.temperature < 0:
+            raise ValueError(f"--temperature must be 0 (greedy) or positive, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.max_new_tokens < 1 or self.repetition_penalty <= 0:
+            raise ValueError("--top-k must be >= 0, --max-new-tokens >= 1 and --repetition-penalty > 0")
+
+
+# ---------------------------------------------------------------- loading
+
+
+@dataclass
+class ChatModel:
+    model: object
+    tokenizer: object
+    stop_ids: list[int]  # EOS and the template's end-of-turn token(s)
+    template: str  # "the tokenizer's own" or "yunshan default"
+    autocast: bool
+    max_length: int
+    description: str
+
+
+def load_chat_model(args: ChatArgs) -> ChatModel:
+    """The model (eval mode), its tokenizer with a chat template, and the ids generation stops at."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import yunshan  # noqa: F401  (registers PanGu-π and OTCE with the Auto classes)
+    from yunshan.data.chat import ensure_chat_template
+    from yunshan.precision import eval_autocast
+
+    path = Path(args.model)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model {args.model!r}: no such folder (models load offline from a local folder)")
+    dtype, autocast, _ = eval_autocast(args.dtype)
+    load = {"local_files_only": True, "trust_remote_code": args.trust_remote_code}
+    adapter_config = path / "adapter_config.json"
+    base = None
+    if adapter_config.is_file():
+        base = args.base or _adapter_base(adapter_config)
+        tokenizer_from = path if (path / "tokenizer_config.json").is_file() else Path(base)
+    else:
+        if args.base:
+            raise ValueError(f"--base is for a LoRA adapter folder; {path} has no adapter_config.json")
+        tokenizer_from = path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_from, **load)
+        model = _own_code_model(Path(base or path), getattr(torch, dtype)) if args.trust_remote_code else None
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(base or path, dtype=getattr(torch, dtype), **load)
+    except ValueError as err:
+        if "trust_remote_code" in str(err) and not args.trust_remote_code:
+            raise ValueError(f"{base or path}: its model type is defined by the folder's own code (auto_map); run it "
+                             "with --trust-remote-code if you trust that code") from None
+        raise
+    except OSError as err:
+        where = base or path
+        raise FileNotFoundError(f"{where}: cannot load a model and tokenizer offline ({str(err).splitlines()[0]})") \
+            from None
+    if base is not None:
+        from peft import PeftModel
+
+        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+            model.resize_token_embeddings(len(tokenizer))  # an adapter trained after a vocabulary extension
+        model = PeftModel.from_pretrained(model, path).merge_and_unload()
+    model.to(args.device).eval()
+    template = "yunshan default" if ensure_chat_template(tokenizer) else "the tokenizer's own"
+    code = type(model).__module__
+    origin = "the folder's own code" if code.startswith("transformers_modules") else "installed code"
+    description = (f"{path}{f' on base {base}' if base else ''}: {type(model).__name__} ({origin}), "
+                   f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+                   f"{'bf16 autocast' if autocast else dtype}, chat template: {template}")
+    return ChatModel(model, tokenizer, stop_ids(model, tokenizer), template, autocast, _max_length(model, tokenizer),
+                     description)
+
+
+def _own_code_model(folder: Path, dtype):
+    """The model built by the folder's own modeling code (config.json's auto_map), or None when it ships none.
+
+    transformers prefers a class registered in the process (yunshan registers PanGu-π and OTCE) over a folder's
+    code even with trust_remote_code=True; --trust-remote-code promises the folder's code, so it is loaded here
+    explicitly, as transformers does for a model type it does not know."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    config_file = folder / "config.json"
+    auto_map = json.loads(config_file.read_text(encoding="utf-8")).get("auto_map", {}) if config_file.is_file() else {}
+    if "AutoModelForCausalLM" not in auto_map or "AutoConfig" not in auto_map:
+        return None
+    config = get_class_from_dynamic_module(auto_map["AutoConfig"], folder, local_files_only=True).from_pretrained(folder)
+    model_class = get_class_from_dynamic_module(auto_map["AutoModelForCausalLM"], folder, local_files_only=True)
+    return model_class.from_pretrained(folder, config=config, dtype=dtype, local_files_only=True)
+
+
+def _adapter_base(adapter_config: Path) -> str:
+    try:
+        config = json.loads(adapter_config.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{adapter_config}:{err.lineno}: not valid JSON ({err.msg})") from None
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not base:
+        raise ValueError(f"{adapter_config}: field 'base_model_name_or_path' is empty; give the base with --base FOLDER")
+    return base
+
+
+def stop_ids(model, tokenizer) -> list[int]:
+    """EOS ids (tokenizer and generation config) and the token(s) the chat template closes an assistant turn with."""
+    from yunshan.data.chat import TemplateError, encode_conversation
+
+    ids = set()
+    for eos in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    try:
+        ids.update(encode_conversation(tokenizer, [{"role": "user", "content": "1"},
+                                                   {"role": "assistant", "content": "2"}]).end_markers)
+    except TemplateError:
+        pass  # a template that is not prefix-stable: EOS alone ends an answer
+    return sorted(ids)
+
+
+def _max_length(model, tokenizer) -> int:
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(model.config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    return value if isinstance(value, int) and 0 < value < 10**7 else 2048
+
+
+# ---------------------------------------------------------------- generation
+
+
+def prompt_ids(chat: ChatModel, messages: list[dict]) -> list[int]:
+    """Token ids of the conversation up to the assistant's turn, as SFT tokenised it (no special tokens added
+    beyond what the template writes)."""
+    text = chat.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return chat.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def generation_kwargs(args: ChatArgs, chat: ChatModel) -> dict:
+    sample = args.temperature > 0
+    kwargs = {"max_new_tokens": args.max_new_tokens, "do_sample": sample, "eos_token_id": chat.stop_ids,
+              "pad_token_id": chat.tokenizer.pad_token_id if chat.tokenizer.pad_token_id is not None
+              else chat.stop_ids[0] if chat.stop_ids else 0,
+              "repetition_penalty": args.repetition_penalty}
+    if sample:
+        kwargs.update(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or None)
+    else:  # greedy: unset the sampling defaults a generation_config may carry, so transformers does not warn
+        kwargs.update(temperature=None, top_p=None, top_k=None)
+    return kwargs
+
+
+def fit_context(chat: ChatModel, messages: list[dict], max_new_tokens: int) -> tuple[list[dict], int]:
+    """The conversation without its oldest turns until it and the answer fit the context: (messages, turns left
+    out). The system prompt and the last user turn always stay; if they alone do not fit, ValueError."""
+    limit = chat.max_length - max_new_tokens
+    system = [m for m in messages[:1] if m["role"] == "system"]
+    rest = messages[len(system):]
+    dropped = 0
+    while len(prompt_ids(chat, system + rest)) > limit:
+        if len(rest) <= 1:
+            raise ValueError(f"the prompt needs more than {limit} tokens (the model's context of {chat.max_length} "
+                             f"minus --max-new-tokens {max_new_tokens}); shorten it or lower --max-new-tokens")
+        rest = rest[2:] if len(rest) > 2 else rest[1:]  # a user turn and its answer
+        dropped += 2
+    return system + rest, dropped
+
+
+def respond(chat: ChatModel, messages: list[dict], args: ChatArgs, write=None) -> tuple[str, int, str]:
+    """Generate the assistant's answer to `messages`: (text, new tokens, "stop" | "length"). With `write`, each
+    piece of text is passed to it as soon as it is decoded; Ctrl-C stops the answer (what was said is kept)."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+    ids = torch.tensor([prompt_ids(chat, messages)], device=chat.model.device)
+    stop = threading.Event()
+
+    class Interrupted(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    kwargs = generation_kwargs(args, chat)
+    kwargs["stopping_criteria"] = StoppingCriteriaList([Interrupted()])
+    result: dict = {}
+
+    def run(streamer=None):
+        try:
+            with torch.no_grad(), torch.autocast(chat.model.device.type, dtype=torch.bfloat16, enabled=chat.autocast):
+                result["out"] = chat.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                                    streamer=streamer, **kwargs)
+        except BaseException as err:  # re-raised in the caller's thread
+            result["error"] = err
+            if streamer is not None:
+                streamer.end()
+
+    if write is None:
+        run()
+    else:
+        streamer = TextIteratorStreamer(chat.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        worker = threading.Thread(target=run, args=(streamer,), daemon=True)
+        worker.start()
+        try:
+            for piece in streamer:
+                write(piece)
+        except KeyboardInterrupt:
+            stop.set()
+            for _ in streamer:  # let generate() finish its step and end the stream
+                pass
+        worker.join()
+    if "error" in result:
+        raise result["error"]
+    new = result["out"][0, ids.shape[1]:].tolist()
+    finish = "stop" if new and new[-1] in chat.stop_ids else "length" if len(new) >= args.max_new_tokens else "stop"
+    return chat.tokenizer.decode(new, skip_special_tokens=True), len(new), finish
+
+
+# ---------------------------------------------------------------- the two modes
+
+
+def interactive(chat: ChatModel, args: ChatArgs, read=input, out=sys.stdout) -> None:
+    """The terminal chat: a line per user turn, the answer streamed, /reset and /exit."""
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    system = [{"role": "system", "content": args.system}] if args.system else []
+    messages = list(system)
+    print(f"yunshan chat: {chat.description}\n{COMMANDS_HELP}", file=out, flush=True)
+    while True:
+        try:
+            line = read("\nuser> ")
+        except EOFError:
+            print(file=out)
+            return
+        except KeyboardInterrupt:
+            print(file=out)
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return
+        if text == "/reset":
+            messages = list(system)
+            print("(conversation cleared)", file=out, flush=True)
+            continue
+        if text.startswith("/") and " " not in text:
+            print(f"(unknown command {text}; {COMMANDS_HELP})", file=out, flush=True)
+            continue
+        try:
+            messages, dropped = fit_context(chat, messages + [{"role": "user", "content": line}], args.max_new_tokens)
+        except ValueError as err:
+            print(f"({err})", file=out, flush=True)
+            continue
+        if dropped:
+            print(f"(the oldest {dropped} turns are left out to fit the {chat.max_length}-token context)", file=out)
+        print("assistant> ", end="", file=out, flush=True)
+        answer, _, finish = respond(chat, messages, args, write=lambda piece: print(piece, end="", file=out, flush=True))
+        print(" [cut at --max-new-tokens]" if finish == "length" else "", file=out, flush=True)
+        messages.append({"role": "assistant", "content": answer})
+
+
+def read_prompts(path: str) -> list[list[dict]]:
+    """The conversations of a --prompts file, each ending with the user turn to answer."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"--prompts {path}: no such file")
+    conversations = []
+    lines = file.read_text(encoding="utf-8").splitlines()
+    if file.suffix != ".jsonl":
+        return [[{"role": "user", "content": line}] for line in lines if line.strip()]
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        if isinstance(record, dict) and isinstance(record.get("prompt"), str):
+            conversations.append([{"role": "user", "content": record["prompt"]}])
+        elif isinstance(record, dict) and isinstance(record.get("messages"), list) and record["messages"] and all(
+                isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
+                and isinstance(m.get("content"), str) for m in record["messages"]) \
+                and record["messages"][-1]["role"] == "user":
+            conversations.append(record["messages"])
+        else:
+            raise ValueError(f"{path}:{number}: field 'prompt' (a string) or 'messages' (role/content turns ending "
+                             "with a user turn) is required")
+    return conversations
+
+
+def one_shot(chat: ChatModel, args: ChatArgs) -> int:
+    conversations = [[{"role": "user", "content": p}] for p in args.prompt]
+    if args.prompts:
+        conversations += read_prompts(args.prompts)
+    sink = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+    try:
+        for messages in conversations:
+            if args.system and messages[0]["role"] != "system":
+                messages = [{"role": "system", "content": args.system}] + messages
+            messages, _ = fit_context(chat, messages, args.max_new_tokens)
+            answer, new, finish = respond(chat, messages, args)
+            record = {"prompt": messages[-1]["content"], "response": answer, "new_tokens": new, "finish": finish}
+            if len(messages) > 1:
+                record["messages"] = messages
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sink.flush()
+    finally:
+        if sink is not sys.stdout:
+            sink.close()
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from yunshan.flags import add_flags
+
+    add_flags(parser, ChatArgs, positional={"model": "MODEL"}, metavars={"prompt": "TEXT", "prompts": "FILE"},
+              choices={"dtype": ("auto", "float32", "bfloat16", "float16")})
+
+
+def run(args: argparse.Namespace) -> int:
+    from yunshan.flags import from_flags
+
+    a = from_flags(ChatArgs, args)
+    if a.out and not (a.prompt or a.prompts):
+        raise ValueError("--out is for one-shot mode: give --prompt TEXT or --prompts FILE")
+    if a.prompts and not Path(a.prompts).is_file():
+        raise FileNotFoundError(f"--prompts {a.prompts}: no such file")
+    chat = load_chat_model(a)
+    if a.seed is not None:
+        from transformers import set_seed
+
+        set_seed(a.seed)
+    if a.prompt or a.prompts:
+        return one_shot(chat, a)
+    interactive(chat, a)
+    return 0
