@@ -50,17 +50,10 @@ def eval_items(name: str, path: str | Path) -> Iterator[Text]:
 
 def heldout_items(label: str, path: str | Path) -> Iterator[Text]:
     """The documents of a held-out text (bits per character) with their first line."""
-    from yunshan.data.records import BadRecord, read_records
+    from yunshan.data.records import read_texts
 
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"held-out text {label}: {path} does not exist")
-    for where, record, _ in read_records(str(path)):
-        if isinstance(record, BadRecord):
-            raise ValueError(f"held-out text {label}: {record.describe()}")
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ValueError(f"held-out text {label}: {where}: field 'text': missing_field (a record needs a text "
-                             "string)")
-        yield Text(where, [record["text"]], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1]})
+    for where, text in read_texts(str(path), f"held-out text {label}"):
+        yield Text(where, [text], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1]})
 
 
 def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str) -> Iterator[Text]:

@@ -425,3 +425,17 @@ def read_dataset_records(ds, name: str, split: str, position: dict | None = None
     for example in ds:
         yield f"{where} #{i}", example, {"index": i + 1, "state": ds.state_dict()}
         i += 1
+
+
+def read_texts(path: str, what: str) -> Iterator[tuple[str, str]]:
+    """(location, text) of every document of a held-out text file (read as every corpus is: .txt one document per
+    paragraph, .jsonl/.json the `text` field); a missing file, a bad record or a record without a text string is an
+    error starting with `what` (e.g. "held-out text finance")."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{what}: {path} does not exist")
+    for location, record, _ in read_records(str(path)):
+        if isinstance(record, BadRecord):
+            raise ValueError(f"{what}: {record.describe()}")
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f"{what}: {location}: field 'text': missing_field (a record needs a text string)")
+        yield location, record["text"]

@@ -22,22 +22,15 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
     """Documents of held-out text files, read as every corpus is (yunshan.data.records: .txt one document per
     paragraph, .jsonl/.json the `text` field), at most `max_chars` characters in all (whole documents, in file
     order)."""
-    from yunshan.data.records import BadRecord, read_records
+    from yunshan.data.records import read_texts
 
     docs, total = [], 0
     for path in paths:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"held-out file {path} does not exist")
-        for location, record, _ in read_records(str(path)):
-            if isinstance(record, BadRecord):
-                raise ValueError(f"held-out text: {record.describe()}")
-            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                raise ValueError(f"held-out text: {location}: field 'text': missing_field (a record needs a text "
-                                 "string)")
+        for _, text in read_texts(str(path), "held-out text"):
             if total >= max_chars:
                 return docs
-            docs.append(record["text"])
-            total += len(record["text"])
+            docs.append(text)
+            total += len(text)
     if not docs:
         raise ValueError(f"held-out files {paths} hold no text")
     return docs
