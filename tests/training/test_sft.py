@@ -252,3 +252,47 @@ def test_two_processes_match_one_with_the_same_global_batch(task, tmp_path):
     for a, b in zip(one, two):
         for key in ("loss", "loss_alpaca", "loss_chat"):
             assert abs(a[key] - b[key]) <= 2e-4 * max(1.0, abs(a[key])), (key, a, b)  # per-source: 4 decimals
+
+
+def test_sft_after_cpt_keeps_the_trained_rows_of_the_extension(task, tmp_path):
+    """SFT from a model that continual pretraining already extended, with tokenizer.base_path still naming the
+    original base (as `yunshan run` passed it): the model's trained new rows are kept as they are, not reset to
+    their subword means and not trained whole again (the bug that undid CPT on SmolLM2: general bits/char +17%)."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer, resize_embeddings
+
+    root, _ = task
+    base, cpt = tmp_path / "base", tmp_path / "cpt"
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+                     ).save_pretrained(base)
+    AutoTokenizer.from_pretrained(root / "tok").save_pretrained(base)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(FIN + LAW) for _ in range(50)))
+    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(corpus)], new_tokens=12, out=str(tmp_path / "tok_ext")),
+                     log=lambda *_: None)
+    # The "cpt" folder: the grown model whose new rows then trained (here: moved away from their start).
+    model = LlamaForCausalLM.from_pretrained(base)
+    resize_embeddings(model, str(base), str(tmp_path / "tok_ext"))
+    n_base, n_new = 300, len(AutoTokenizer.from_pretrained(tmp_path / "tok_ext"))
+    assert n_new > n_base
+    with torch.no_grad():
+        model.get_input_embeddings().weight[n_base:] += 0.5
+    model.save_pretrained(cpt)
+    AutoTokenizer.from_pretrained(tmp_path / "tok_ext").save_pretrained(cpt)
+    trained = load_file(cpt / "model.safetensors")["model.embed_tokens.weight"]
+
+    data = recipe_data(root, tmp_path / "sft")
+    data["model"] = {"name_or_path": str(cpt)}
+    data["tokenizer"] = {"path": str(cpt), "base_path": str(base)}
+    data["training"]["max_steps"] = 3
+    data["lora"] = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}  # new_token_training: auto
+    run_sft(load_recipe(SftArgs, data=data))
+    config = json.loads((tmp_path / "sft/adapter/adapter_config.json").read_text())
+    assert not config.get("modules_to_save") and not config.get("trainable_token_indices")
+    after = load_file(tmp_path / "sft/model.safetensors")["model.embed_tokens.weight"]
+    assert after.shape == trained.shape
+    assert torch.equal(after, trained)  # every row, the extension's included, exactly as cpt left it

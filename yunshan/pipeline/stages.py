@@ -131,8 +131,11 @@ class RunLayout:
         base = self.recipe.model or self.recipe.base.model
         return dataclasses.replace(base, name_or_path=path, revision=None, preset=None, config_overrides=None)
 
-    def tokenizer_args(self, path: str) -> TokenizerArgs:
-        return dataclasses.replace(self.recipe.tokenizer, path=path, revision=None, base_path=self.base_tokenizer_dir())
+    def tokenizer_args(self, path: str, base: str | None = None) -> TokenizerArgs:
+        """The tokenizer `path` for a training stage; `base` is the tokenizer the stage's model was trained with
+        (default: the base model's), so only ids past it are new rows."""
+        return dataclasses.replace(self.recipe.tokenizer, path=path, revision=None,
+                                   base_path=base or self.base_tokenizer_dir())
 
     def contamination_list(self) -> str | None:
         """The contamination list the training stages leave out (decontamination with drop: true), else None."""
@@ -230,7 +233,10 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
     previous = str(layout.folder("cpt")) if layout.enabled("cpt") else layout.base_model_dir()
     tokenizer = previous if layout.enabled("cpt") else layout.tokenizer_dir()
     summary = run_sft(dataclasses.replace(
-        s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(tokenizer),
+        # After cpt the model's rows for the new tokens are trained: the cpt folder's tokenizer is SFT's base, so
+        # SFT neither resets those rows nor trains the whole embedding matrix again.
+        s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(
+            tokenizer, base=previous if layout.enabled("cpt") else None),
         data=dataclasses.replace(s.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(s.training, output_dir=str(out), run_name=_run_name(layout, s.training, "sft"))))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)

@@ -28,8 +28,9 @@ def resolve_sources(recipe, weights: bool = True):
     to a local folder (yunshan.hub_download; the model's weights only when `weights`, so a dry run fetches none).
 
     The tokenizer is `tokenizer.path`, else the model's; the base tokenizer (for subword-mean rows) is
-    `tokenizer.base_path`, else the model's own when it has one. A Hub id in `base_path` that is the model's id
-    takes the model's revision."""
+    `tokenizer.base_path`, else the model's own when it has one, and the model's own whenever it is larger than
+    `base_path`'s (the model was trained with an extension already: its rows are kept). A Hub id in `base_path`
+    that is the model's id takes the model's revision."""
     import dataclasses
 
     from yunshan.hub_download import resolve_pretrained
@@ -54,6 +55,17 @@ def resolve_sources(recipe, weights: bool = True):
                                                               field="tokenizer.base_path")
     elif model_dir is not None and has_tokenizer(model_dir):
         base_dir = model_dir
+    if base_dir is not None and model_dir is not None and base_dir != model_dir and has_tokenizer(model_dir):
+        # A model saved by an earlier extended run (SFT after CPT, say) already has trained rows for the extension:
+        # growing it again from the original tokenizer would reset those rows to their subword means and undo what
+        # continual pretraining taught them. The model's own tokenizer is then the base: only ids past it are new.
+        own, given = len(load_tokenizer(model_dir)), len(load_tokenizer(base_dir))
+        if own > given:
+            if int(os.environ.get("RANK", "0")) == 0:
+                print(f"note: the model's own tokenizer ({model_dir}) already has {own:,} tokens, more than "
+                      f"tokenizer.base_path's {given:,}: its rows for the extension are kept as trained (the model's "
+                      "tokenizer is the base for growth)", flush=True)
+            base_dir = model_dir
     return model_args, tok_dir, base_dir
 
 
