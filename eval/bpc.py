@@ -22,13 +22,29 @@ from .texts import default_texts, labelled_files, read_documents
 GENERAL = "general"
 
 
+def first_chars(docs: list[str], max_chars: int) -> list[str]:
+    """The documents in order until they hold `max_chars` characters, the last one cut to fill exactly that."""
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be at least 1, got {max_chars}")
+    kept, left = [], max_chars
+    for doc in docs:
+        if left <= 0:
+            break
+        kept.append(doc[:left])
+        left -= len(kept[-1])
+    return kept
+
+
 def run_bpc(lm, files: dict[str, str | Path], limit: int | None = None, max_length: int | None = None,
-            stride: int | None = None, batch_size: int = 8, progress: bool = False) -> dict:
-    """BPC of one model on each labelled file ({"general": path, "legal": path, ...})."""
+            stride: int | None = None, batch_size: int = 8, progress: bool = False,
+            max_chars: int | None = None) -> dict:
+    """BPC of one model on each labelled file ({"general": path, "legal": path, ...}): its first `limit`
+    documents, then its first `max_chars` characters of those."""
     per_file = {}
     for label, path in files.items():
         docs = read_documents(path)
         docs = docs[:limit] if limit is not None else docs
+        docs = first_chars(docs, max_chars) if max_chars is not None else docs
         ids = [lm.tokenizer(d, add_special_tokens=False)["input_ids"] for d in docs]
         nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size,
                            progress=progress, desc=f"bpc {label}")
@@ -40,7 +56,7 @@ def run_bpc(lm, files: dict[str, str | Path], limit: int | None = None, max_leng
                            "bytes": n_bytes, "nll_nats": nll, "bpc": nll / math.log(2) / chars,
                            "bits_per_byte": nll / math.log(2) / n_bytes, "token_perplexity": math.exp(nll / tokens),
                            "windows": sum(d.n_windows for d in nlls)}
-    return {"format": "bpc", "files": per_file, "max_length": max_length or lm.max_length,
+    return {"format": "bpc", "files": per_file, "max_length": max_length or lm.max_length, "max_chars": max_chars,
             "stride": stride or max(1, (max_length or lm.max_length) // 2), "columns": list(per_file)}
 
 
@@ -61,7 +77,8 @@ def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks bpc` (--heldout LABEL=FILE ...): this module's entry in yunshan.eval.tasks."""
     files = labelled_files(args.heldout, "--heldout") if args.heldout else {p.stem: p for p in default_texts("bpc")}
     result = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
-                     batch_size=max(1, args.batch_size // 2), progress=args.progress, limit=args.limit)
+                     batch_size=max(1, args.batch_size // 2), progress=args.progress, limit=args.limit,
+                     max_chars=args.max_chars)
     return result, list(files.values())
 
 

@@ -61,6 +61,9 @@ class EvalArgs:
     max_length: int | None = field(default=None, metadata={
         "help": "bpc window length in tokens (default: the model's max_position_embeddings)"})
     stride: int | None = field(default=None, metadata={"help": "bpc window stride (default: max_length / 2)"})
+    max_chars: int | None = field(default=None, metadata={
+        "help": "bpc: the first N characters of each held-out file (its documents in order, the last one cut), "
+                "after --limit"})
     diversity_text: str | None = field(default=None, metadata={
         "help": "text file for diversity (default: the sample held-out general text)"})
     eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})

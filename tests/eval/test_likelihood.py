@@ -234,3 +234,25 @@ def test_questions_run_together_each_against_its_own_prefix(which, request, monk
     assert calls == [3]  # all three questions in one batch
     for (prompt, options), s in zip(questions, scores):
         assert s.logliks == pytest.approx(direct_logliks(lm, prompt, options), rel=1e-6, abs=1e-5)
+
+
+def test_bpc_max_chars_scores_exactly_the_first_characters(llama, tmp_path):
+    """--max-chars: the first N characters of the file's documents in order (the last one cut), and the figure
+    equals run_bpc on a file holding exactly those documents."""
+    from yunshan.eval.bpc import first_chars, run_bpc
+
+    docs = ["alpha beta gamma delta " * 3, "epsilon zeta eta " * 4, "theta iota kappa " * 5]
+    assert first_chars(docs, 10) == [docs[0][:10]]
+    assert first_chars(docs, len(docs[0]) + 5) == [docs[0], docs[1][:5]]
+    assert first_chars(docs, 10_000) == docs
+    with pytest.raises(ValueError, match="at least 1"):
+        first_chars(docs, 0)
+    full = tmp_path / "full.txt"
+    full.write_text("\n\n".join(docs))
+    cut = tmp_path / "cut.txt"
+    n = len(docs[0]) + 20
+    cut.write_text("\n\n".join(first_chars(docs, n)))
+    capped = run_bpc(llama, {"t": full}, max_chars=n, max_length=64)["files"]["t"]
+    reference = run_bpc(llama, {"t": cut}, max_length=64)["files"]["t"]
+    assert capped["chars"] == n == reference["chars"] and capped["documents"] == 2
+    assert capped["nll_nats"] == reference["nll_nats"]
