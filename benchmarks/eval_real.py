@@ -13,7 +13,8 @@ median of the per-pair ratios of wall-clock seconds (the machine is shared: each
 Every prediction must be the same letter and every bits-per-character figure equal within 1e-5 (relative): the
 script exits 1 otherwise; the largest difference between the two sides' option log-likelihoods is reported (the
 shared-prefix attention sums in another order than one plain forward: float32 rounding, ~1e-5 relative). A last run with `--dtype auto` (bf16 autocast where the CPU has it fast)
-is timed for information; its scores are not required to be identical. Writes
+is timed too and compared with the new float32 run: how many predicted letters agree per task and how far each
+bits-per-character figure moved (bf16 rounds every matrix product's inputs, so they are not required to be identical). Writes
 benchmarks/results/eval_real.json.
 """
 
@@ -80,7 +81,9 @@ def differences(a, b, path: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         found = []
         for key in sorted(set(a) | set(b)):
-            if key in ("path", "seconds", "files", "metrics", "logliks"):  # logliks: see loglik_deviation
+            if key in ("path", "seconds", "metrics", "logliks"):  # logliks: see loglik_deviation
+                continue
+            if key == "files" and not isinstance(a.get(key), dict):  # the input files' hashes, not bpc's per file
                 continue
             if key not in a or key not in b:
                 found.append(f"{path}/{key}: only on one side")
@@ -97,6 +100,23 @@ def differences(a, b, path: str = "") -> list[str]:
             return []
         return [f"{path}: {a!r} vs {b!r}"]
     return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
+def agreement(reference, other) -> dict:
+    """Per task: how many predicted letters `other` shares with `reference` (the --dtype auto run against the
+    float32 one), and per held-out file the relative difference of bits per character."""
+    out = {}
+    for task, entry in reference.items():
+        for model, result in entry.get("results", {}).items():
+            theirs = other[task]["results"][model]
+            if result.get("predictions"):
+                pairs = list(zip(result["predictions"], theirs.get("predictions") or []))
+                same = sum(p.get("pred") == q.get("pred") for p, q in pairs)
+                out[task] = {"same": same, "questions": len(pairs)}
+            for label, f in (result.get("files") or {}).items():
+                g = theirs["files"][label]
+                out[f"{task}/{label}"] = {"bpc": f["bpc"], "other": g["bpc"], "rel": (g["bpc"] - f["bpc"]) / f["bpc"]}
+    return out
 
 
 def main() -> int:
@@ -135,7 +155,9 @@ def main() -> int:
         diff = differences(old_tasks, new_tasks)
         deviation = loglik_deviation(old_tasks, new_tasks)
         auto = timed(eval_command(model, work / "auto", args.limit, "auto"), None)
-        auto_models = json.loads((work / "auto/results.json").read_text())["models"]
+        auto_json = json.loads((work / "auto/results.json").read_text())
+        auto_models = auto_json["models"]
+        agree = agreement(new_tasks, auto_json["tasks"])
         auto_precision = next(iter(auto_models.values())).get("precision")
         print(f"new, --dtype auto ({auto_precision}): {auto[0]:.1f} s wall")
     finally:
@@ -154,10 +176,19 @@ def main() -> int:
           f"; option log-likelihoods differ by at most {deviation[0]:.2e} (relative {deviation[1]:.2e})")
     for line in diff[:20]:
         print("  ", line)
+    old_wall = statistics.median(p["old"][0] for p in pairs)
+    print(f"\n--dtype auto against float32 (new code): {old_wall / auto[0]:.2f}x faster than old float32, "
+          f"{statistics.median(p['new'][0] for p in pairs) / auto[0]:.2f}x than new float32")
+    for key, a in agree.items():
+        if "same" in a:
+            print(f"  {key}: {a['same']} of {a['questions']} predictions as in float32")
+        else:
+            print(f"  {key}: bits/char {a['bpc']:.5f} (float32) vs {a['other']:.5f} ({100 * a['rel']:+.3f}%)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "eval_real.json").write_text(json.dumps({
         "model": model.name, "old": args.old, "new": revision, "limit": args.limit, "pairs": pairs,
-        "speedup": ratio, "loglik_max_abs": deviation[0], "loglik_max_rel": deviation[1], "auto": {"precision": auto_precision, "wall": auto[0], "cpu": auto[1]},
+        "speedup": ratio, "loglik_max_abs": deviation[0], "loglik_max_rel": deviation[1], "auto": {"precision": auto_precision, "wall": auto[0], "cpu": auto[1],
+                                                        "against_float32": agree},
         "differences": diff, "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         indent=2))
     return 1 if diff else 0
