@@ -77,8 +77,9 @@ def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks bpc` (--heldout LABEL=FILE ...): this module's entry in yunshan.eval.tasks."""
     files = labelled_files(args.heldout, "--heldout") if args.heldout else {p.stem: p for p in default_texts("bpc")}
     result = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,
-                     batch_size=max(1, args.batch_size // 2), progress=args.progress, limit=args.limit,
-                     max_chars=args.max_chars)
+                     batch_size=max(1, args.batch_size // 2), progress=args.progress,
+                     limit=None if args.max_chars is not None else args.limit,
+                     max_chars=args.max_chars)  # with max_chars, limit is left to the MC tasks (see EvalArgs)
     return result, list(files.values())
 
 

@@ -62,8 +62,8 @@ class EvalArgs:
         "help": "bpc window length in tokens (default: the model's max_position_embeddings)"})
     stride: int | None = field(default=None, metadata={"help": "bpc window stride (default: max_length / 2)"})
     max_chars: int | None = field(default=None, metadata={
-        "help": "bpc: the first N characters of each held-out file (its documents in order, the last one cut), "
-                "after --limit"})
+        "help": "bpc: the first N characters of each held-out file (its documents in order, the last one cut); "
+                "given, --limit no longer applies to bpc's texts, only to the other tasks"})
     diversity_text: str | None = field(default=None, metadata={
         "help": "text file for diversity (default: the sample held-out general text)"})
     eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})

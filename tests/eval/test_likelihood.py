@@ -1,5 +1,6 @@
 """Batched option scoring and rolling NLL against direct computations with the model's own forward pass."""
 
+import json
 import math
 
 import pytest
@@ -236,7 +237,7 @@ def test_questions_run_together_each_against_its_own_prefix(which, request, monk
         assert s.logliks == pytest.approx(direct_logliks(lm, prompt, options), rel=1e-6, abs=1e-5)
 
 
-def test_bpc_max_chars_scores_exactly_the_first_characters(llama, tmp_path):
+def test_bpc_max_chars_scores_exactly_the_first_characters(llama, llama_dir, tmp_path):
     """--max-chars: the first N characters of the file's documents in order (the last one cut), and the figure
     equals run_bpc on a file holding exactly those documents."""
     from yunshan.eval.bpc import first_chars, run_bpc
@@ -256,3 +257,10 @@ def test_bpc_max_chars_scores_exactly_the_first_characters(llama, tmp_path):
     reference = run_bpc(llama, {"t": cut}, max_length=64)["files"]["t"]
     assert capped["chars"] == n == reference["chars"] and capped["documents"] == 2
     assert capped["nll_nats"] == reference["nll_nats"]
+    # yunshan eval: --limit is for the other tasks once --max-chars is given (a recipe sets both)
+    from yunshan.cli import main
+
+    assert main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--heldout", f"t={full}", "--limit", "1",
+                 "--max-chars", str(n), "--max-length", "64", "--no-progress", "--out", str(tmp_path / "e")]) == 0
+    result = json.loads((tmp_path / "e/results.json").read_text())["tasks"]["bpc"]["results"][llama_dir.name]
+    assert result["files"]["t"]["chars"] == n and result["files"]["t"]["nll_nats"] == reference["nll_nats"]
