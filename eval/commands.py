@@ -72,6 +72,9 @@ class EvalArgs:
                 "fast, AMX / AVX-512 BF16 / CUDA, float32 elsewhere), bfloat16 or float16 (weights in that dtype)"})
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) to run; "
+                "without it such a folder is refused (PanGu-π and OTCE need no remote code)"})
     out: str = field(default="runs/eval", metadata={"help": "output folder for results.json/.md and plots"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -126,11 +129,12 @@ def run_eval(args: EvalArgs) -> dict:
         names.append(name)
         if all(task.format == "compression" for _, task, _ in tasks):
             # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
-            lm = load_tokenizer_only(path, hash_files=args.hash_weights, revision=revision)
+            lm = load_tokenizer_only(path, hash_files=args.hash_weights, revision=revision,
+                                     trust_remote_code=args.trust_remote_code)
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
         else:
             lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights,
-                            revision=revision)
+                            revision=revision, trust_remote_code=args.trust_remote_code)
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.model).__name__,
                                       "parameters": sum(p.numel() for p in lm.model.parameters()),
                                       "precision": lm.precision}

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from yunshan.hub import EXPORT_MARKER
 from yunshan.model_card import REPO_ID
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -85,9 +86,11 @@ def check_export_folder(folder: Path) -> list[Path]:
         raise FileNotFoundError(f"{folder}: no such folder (write one with yunshan export RUN --out {folder})")
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
-    # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores).
+    # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores) and the
+    # export's own marker (yunshan.hub.EXPORT_MARKER: for --overwrite on this machine, not for the Hub).
     found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
-    files = [found[name] for name in sorted(filter_repo_objects(found, ignore_patterns=DEFAULT_IGNORE_PATTERNS))]
+    files = [found[name] for name in sorted(filter_repo_objects(
+        found, ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, EXPORT_MARKER]))]
     names = {p.name for p in files if p.parent == folder}
     if "README.md" not in names or not names & {"config.json", "adapter_config.json"}:
         raise PushError(f"{folder}: not a folder written by yunshan export (it needs README.md and config.json or "
@@ -203,7 +206,8 @@ def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True
                 api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
             step = "uploading the files"
             commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
-                                       revision=revision, create_pr=create_pr, commit_message=commit_message)
+                                       revision=revision, create_pr=create_pr, commit_message=commit_message,
+                                       ignore_patterns=[EXPORT_MARKER])
         except PushError:
             raise
         except Exception as err:  # noqa: BLE001  (every failure becomes one clear line)

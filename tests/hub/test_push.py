@@ -30,7 +30,11 @@ def hub(monkeypatch, tmp_path):
 
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    """What a push must upload: every file of the export but its marker (yunshan.hub.EXPORT_MARKER)."""
+    from yunshan.hub import EXPORT_MARKER
+
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and p.name != EXPORT_MARKER}
 
 
 def files_containing(root: Path, needle: bytes, since: float) -> list[Path]:

@@ -19,6 +19,9 @@ logger = logging.getLogger("yunshan")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
+OPT_IN = "model.trust_remote_code=true (in the recipe or as an override)"
+
+
 def has_tokenizer(path: str | os.PathLike) -> bool:
     return any((Path(path) / name).is_file() for name in TOKENIZER_FILES)
 
@@ -72,9 +75,12 @@ def resolve_sources(recipe, weights: bool = True):
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
+    from yunshan.remote_code import refuse_remote_code
+
     if not Path(path).is_dir() or not has_tokenizer(path):
         raise FileNotFoundError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    with refuse_remote_code(path, OPT_IN):
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     if tokenizer.eos_token_id is None:
         raise ValueError(f"{path}: the tokenizer has no eos_token; set one (documents are separated by EOS)")
     return tokenizer
@@ -95,10 +101,13 @@ def load_model(model_args, vocab_size: int | None = None):
         path = model_args.name_or_path
         if os.path.isdir(path) and not (Path(path) / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32 if dtype == "auto" else dtype,
-            attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
-        )
+        from yunshan.remote_code import refuse_remote_code
+
+        with refuse_remote_code(path, OPT_IN):
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.float32 if dtype == "auto" else dtype,
+                attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
+            )
         return model
     config = preset_config(model_args, vocab_size)
     config._attn_implementation = model_args.attn_implementation
@@ -131,7 +140,10 @@ def describe_model(model_args, vocab_size: int | None = None) -> dict:
         path = Path(model_args.name_or_path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+        from yunshan.remote_code import refuse_remote_code
+
+        with refuse_remote_code(path, OPT_IN):
+            config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
     else:
         config = preset_config(model_args, vocab_size)
     parts = count_parameters_by_part(config)
