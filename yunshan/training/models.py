@@ -213,6 +213,8 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
 
     from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, without_zero_init
 
+    if lora_args.target_modules:
+        check_target_modules(model, lora_args.target_modules)
     target = lora_args.target_modules or "all-linear"
     embed_name = _module_name(model, model.get_input_embeddings())
     head = model.get_output_embeddings()
@@ -244,6 +246,18 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     torch.manual_seed(seed)
     with gathered(matrices), without_zero_init():
         return get_peft_model(model, config)
+
+
+def check_target_modules(model, targets: list[str]) -> None:
+    """Every name in lora.target_modules must select at least one module, as PEFT matches a list: the module's full
+    name or its last dotted parts (PEFT itself would train the others and drop an unmatched name silently)."""
+    names = [name for name, _ in model.named_modules() if name]
+    for target in targets:
+        if not any(name == target or name.endswith("." + target) for name in names):
+            linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if isinstance(module, torch.nn.Linear)})
+            raise ValueError(f"lora.target_modules: {target!r} matches no module of {type(model).__name__}; its "
+                             f"linear modules: {', '.join(linear)}")
 
 
 def _module_name(model, module) -> str:
