@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yunshan.data.files import sha256_file
+from yunshan.folders import check_model_folder, readable_by_transformers
 from yunshan.remote_code import refuse_remote_code
 
 OPT_IN = "--trust-remote-code (in a `yunshan run` recipe: eval.trust_remote_code: true)"
@@ -91,10 +92,14 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
 
     dtype, autocast, reason = eval_autocast(dtype)
     folder = resolve_pretrained(path, revision, what="model", field="--model")
+    check_model_folder(folder, "--model")
     with refuse_remote_code(path, OPT_IN):
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True,
-                                                     trust_remote_code=trust_remote_code)
+        with readable_by_transformers(folder, "tokenizer"):
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True,
+                                                      trust_remote_code=trust_remote_code)
+        with readable_by_transformers(folder, "model"):
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True,
+                                                         trust_remote_code=trust_remote_code)
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
@@ -113,7 +118,8 @@ def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None
     from yunshan.hub_download import resolve_pretrained
 
     folder = resolve_pretrained(path, revision, what="tokenizer", field="--model")
-    with refuse_remote_code(path, OPT_IN):
+    check_model_folder(folder, "--model")
+    with refuse_remote_code(path, OPT_IN), readable_by_transformers(folder, "tokenizer"):
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     return LoadedModel(name=_name(path), path=str(folder), model=None, tokenizer=tokenizer,
                        sha256=sha256_model_dir(folder) if hash_files else None)

@@ -129,10 +129,16 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
 
     trust = args.trust_remote_code
     base_dir = base_path if Path(base_path).is_dir() else Path(base_path).parent
+    from yunshan.folders import check_model_folder, readable_by_transformers
+
+    check_model_folder(args.model, "--model")
     with refuse_remote_code(f"{args.model} (or its tokenizer)", "--trust-remote-code"):
-        base_tok = AutoTokenizer.from_pretrained(base_dir, trust_remote_code=trust)
+        with readable_by_transformers(base_dir, "tokenizer"):
+            base_tok = AutoTokenizer.from_pretrained(base_dir, trust_remote_code=trust)
         new_tok = AutoTokenizer.from_pretrained(out, trust_remote_code=trust)
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, trust_remote_code=trust).eval()
+        with readable_by_transformers(args.model, "model"):
+            model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32,
+                                                         trust_remote_code=trust).eval()
     autocast, why = fast_bf16()
     length = min(1024, getattr(model.config, "max_position_embeddings", 1024) or 1024)
 

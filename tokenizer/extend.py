@@ -105,6 +105,9 @@ def _check_args(args: ExtendArgs) -> None:
         raise ValueError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+    from yunshan.folders import check_output_folder
+
+    check_output_folder(out, "--out")  # a path through a file, or a folder this user cannot write
 
 
 def _help(name: str) -> str:

@@ -399,11 +399,13 @@ def check_tokenizer(model_dir: Path, out: Path, trust_remote_code: bool = False)
     A tokenizer with its own code (auto_map) is loaded only with `trust_remote_code` (yunshan.remote_code)."""
     from transformers import AutoTokenizer
 
+    from yunshan.folders import readable_by_transformers
     from yunshan.remote_code import refuse_remote_code
 
     probe = "根据《民法典》第六百八十条，借款的利率不得违反国家有关规定。Net interest margin rose 12 bp in Q3."
     with refuse_remote_code(model_dir, "--trust-remote-code (in a `yunshan run` recipe: model.trust_remote_code)"):
-        a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        with readable_by_transformers(model_dir, "tokenizer"):
+            a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         b = AutoTokenizer.from_pretrained(str(out), trust_remote_code=trust_remote_code)
     if a(probe)["input_ids"] != b(probe)["input_ids"] or len(a) != len(b):
         raise RuntimeError(f"export check: the tokenizer in {out} does not encode like the one in {model_dir}")
@@ -540,6 +542,9 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
                              f"{'; '.join(problems)}. Export it without --as-llama{code}")
     check_out(out, Path(source), model_dir, overwrite)
+    from yunshan.folders import check_output_folder
+
+    check_output_folder(out.parent, "--out")  # the export is written beside --out, then renamed into place
     out.parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic); created with the
     # default mode, unlike mkdtemp's 0700, so the export gets the permissions any folder the user makes gets.

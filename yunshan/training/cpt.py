@@ -146,6 +146,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from transformers import default_data_collator, set_seed
 
     from yunshan.artifacts import write_recipe
+    from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import YunshanTrainer, load_final_checkpoint, remove_incomplete_after
     from yunshan.training.embedding_warmup import (
@@ -161,7 +162,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     started = time.time()
     train = recipe.training
-    out = Path(train.output_dir)
+    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
     rank_zero = int(os.environ.get("RANK", "0")) == 0
     world = int(os.environ.get("WORLD_SIZE", "1"))
     precision, precision_reason = choose_precision(train.precision)

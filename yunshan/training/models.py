@@ -75,11 +75,15 @@ def resolve_sources(recipe, weights: bool = True):
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
+    from yunshan.folders import readable_by_transformers
     from yunshan.remote_code import refuse_remote_code
 
     if not Path(path).is_dir() or not has_tokenizer(path):
-        raise FileNotFoundError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
-    with refuse_remote_code(path, OPT_IN):
+        found = "no such folder" if not Path(path).exists() else "not a folder" if not Path(path).is_dir() else (
+            f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
+        raise FileNotFoundError(f"{path}: {found}; give a tokenizer folder written by save_pretrained or a Hub id "
+                                "ORG/NAME")
+    with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "tokenizer"):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     if tokenizer.eos_token_id is None:
         raise ValueError(f"{path}: the tokenizer has no eos_token; set one (documents are separated by EOS)")
@@ -98,12 +102,14 @@ def load_model(model_args, vocab_size: int | None = None):
         model_args.dtype
     ]
     if model_args.name_or_path:
-        path = model_args.name_or_path
-        if os.path.isdir(path) and not (Path(path) / "config.json").is_file():
-            raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
+        from yunshan.folders import check_model_folder, readable_by_transformers
         from yunshan.remote_code import refuse_remote_code
 
-        with refuse_remote_code(path, OPT_IN):
+        path = model_args.name_or_path
+        check_model_folder(path, "model.name_or_path")
+        if not (Path(path) / "config.json").is_file():
+            raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
+        with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "model"):
             model = AutoModelForCausalLM.from_pretrained(
                 path, dtype=torch.float32 if dtype == "auto" else dtype,
                 attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,

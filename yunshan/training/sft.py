@@ -273,6 +273,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     from yunshan.data.chat import ensure_chat_template
     from yunshan.artifacts import write_recipe
+    from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import load_final_checkpoint, remove_incomplete_after
     from yunshan.training.engines import engine_of, final_model
@@ -284,7 +285,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     started = time.time()
     train = recipe.training
-    out = Path(train.output_dir)
+    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
     rank_zero = int(os.environ.get("RANK", "0")) == 0
     precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
