@@ -38,10 +38,16 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
     """Parse YAML and record the line of every dotted path (1-based)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as err:
+        # A character YAML does not allow (a control character, a NUL): its message spans lines and has no mark.
+        line = text.count("\n", 0, err.position) + 1
+        raise RecipeError(f"{filename}:{line}: invalid YAML: character {chr(err.character)!r} is not allowed in "
+                          "YAML (control characters other than tab and line ends)") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f"{filename}:{mark.line + 1}" if mark else filename
-        raise RecipeError(f"{where}: invalid YAML: {getattr(err, 'problem', err)}") from None
+        problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err)
+        raise RecipeError(f"{where}: invalid YAML: {' '.join(str(problem).split())}") from None
     lines: dict[str, int] = {}
 
     def walk(n, path):
@@ -111,7 +117,9 @@ class _Builder:
         return f"{self.filename}:{line}" if line else self.filename
 
     def fail(self, path: str, message: str):
-        raise RecipeError(f"{self.where(path)}: {path or '(top level)'}: {message}")
+        # A key with a line break or control character in it is shown quoted, so the message stays one line.
+        shown = path if path.isprintable() else repr(path)
+        raise RecipeError(f"{self.where(path)}: {shown or '(top level)'}: {message}")
 
     def build(self, cls, data, path: str):
         if data is None:
@@ -266,7 +274,14 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"recipe {path} does not exist")
-        data, lines = _compose_with_lines(path.read_text(encoding="utf-8"), filename)
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            raise RecipeError(f"{filename}:{line}: not UTF-8 (byte offset {err.start}: {raw[err.start:err.start + 4]!r}); "
+                              "a recipe is a UTF-8 YAML file") from None
+        data, lines = _compose_with_lines(text, filename)
     data = data if data is not None else {}
     if not isinstance(data, dict):
         raise RecipeError(f"{filename}: a recipe must be a mapping at the top level")
