@@ -44,10 +44,7 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
         raise RecipeError(f"{filename}:{line}: invalid YAML: character {chr(err.character)!r} is not allowed in "
                           "YAML (control characters other than tab and line ends)") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        where = f"{filename}:{mark.line + 1}" if mark else filename
-        problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err)
-        raise RecipeError(f"{where}: invalid YAML: {' '.join(str(problem).split())}") from None
+        raise _yaml_error(err, filename) from None
     lines: dict[str, int] = {}
 
     def walk(n, path):
@@ -67,7 +64,18 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
             return [walk(v, _join(path, str(i))) for i, v in enumerate(n.value)]
         return _scalar(n)
 
-    return walk(node, ""), lines
+    try:
+        return walk(node, ""), lines
+    except yaml.YAMLError as err:  # a scalar no safe constructor builds (a tag such as !!python/object, a bare =)
+        raise _yaml_error(err, filename) from None
+
+
+def _yaml_error(err: yaml.YAMLError, filename: str) -> RecipeError:
+    """PyYAML's error (several lines, with a caret drawing) as one line: file, line, the problem."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{filename}:{mark.line + 1}" if mark else filename
+    problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
+    return RecipeError(f"{where}: invalid YAML: {' '.join(str(problem).split())}")
 
 
 def _scalar(node):
@@ -218,7 +226,12 @@ class _Builder:
 
 def apply_override(data: dict, dotted: str, raw_value: str) -> None:
     """Set `dotted` (e.g. training.learning_rate or data.sources.finance.weight) in the raw recipe dict."""
-    value = yaml.safe_load(raw_value) if raw_value != "" else ""
+    try:
+        value = yaml.safe_load(raw_value) if raw_value != "" else ""
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
+        raise RecipeError(f"override {dotted}={raw_value!r}: not a YAML value ({' '.join(str(problem).split())}); "
+                          "quote a plain string, for example key='\"text\"'") from None
     keys = dotted.split(".")
     node = data
     for i, key in enumerate(keys):
