@@ -33,8 +33,8 @@ def load_backend(path: str | Path):
         from yunshan.remote_code import refuse_remote_code
 
         # Only the tokenizer.json pipeline is used here, so a folder's own tokenizer code is never needed.
-        with refuse_remote_code(path, "a folder without an auto_map in tokenizer_config.json (the tokenizer tools "
-                                      "read tokenizer.json and never run a folder's code)"):
+        with refuse_remote_code(path, None, "the tokenizer tools read tokenizer.json and never run a folder's code: "
+                                            "give a folder without an auto_map in tokenizer_config.json"):
             return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False).backend_tokenizer
     from .base import load_base_tokenizer
 

@@ -17,14 +17,19 @@ import os
 
 
 @contextlib.contextmanager
-def refuse_remote_code(folder: str | os.PathLike, opt_in: str):
+def refuse_remote_code(folder: str | os.PathLike, opt_in: str | None, never: str | None = None):
     """Around a `from_pretrained(..., trust_remote_code=False)`: transformers' refusal to run the folder's code
-    becomes a one-line ValueError naming the folder and `opt_in` (the flag or recipe field that allows it)."""
+    becomes a one-line ValueError naming the folder and `opt_in` (the flag or recipe field that allows it); for a
+    command that has no opt-in because it never runs a folder's code, `opt_in` is None and `never` says what to do
+    instead."""
     try:
         yield
     except ValueError as err:
         if "trust_remote_code" not in str(err):
             raise
-        raise ValueError(f"{folder}: loading it would run Python code shipped in the folder (auto_map in its "
-                         "config.json or tokenizer_config.json), and yunshan runs a folder's own code only when asked: "
-                         f"review that code, then pass {opt_in}") from None
+        why = (f"{folder}: loading it would run Python code shipped in the folder (auto_map in its config.json or "
+               "tokenizer_config.json)")
+        if opt_in is None:
+            raise ValueError(f"{why}; {never}") from None
+        raise ValueError(f"{why}, and yunshan runs a folder's own code only when asked: review that code, then pass "
+                         f"{opt_in}") from None

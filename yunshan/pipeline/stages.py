@@ -179,9 +179,13 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
     compression = extension.pop("compression", None)
     report = {"extension": extension, **({"compression": compression} if compression else {})}
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    from yunshan.remote_code import refuse_remote_code
+
     trust = layout.trained_model(str(out)).trust_remote_code
-    sizes = [len(AutoTokenizer.from_pretrained(f, trust_remote_code=trust))
-             for f in (layout.base_tokenizer_dir(), str(out))]
+    sizes = []
+    for folder in (layout.base_tokenizer_dir(), str(out)):
+        with refuse_remote_code(folder, "model.trust_remote_code: true in the recipe"):
+            sizes.append(len(AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)))
     return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0]}
 
 
