@@ -1,6 +1,7 @@
-"""A folder's own code (auto_map) runs only with --trust-remote-code / model.trust_remote_code: export, eval, the
-training loaders and the tokenizer tools refuse it in one line and run nothing (planted modules that would write a
-file prove it); PanGu-π and OTCE folders saved by yunshan carry auto_map yet load without remote code."""
+"""A folder's own code (auto_map) runs only with --trust-remote-code / model.trust_remote_code: export, eval, chat,
+the training loaders, model info and the tokenizer tools refuse it in one line and run nothing (planted modules that
+would write a file prove it); PanGu-π and OTCE folders saved by yunshan carry auto_map yet load without remote
+code."""
 
 import json
 import os
@@ -62,7 +63,9 @@ def _one_line_refusal(err: BaseException | str, opt_in: str) -> None:
 
 
 def test_every_loader_refuses_a_folders_own_code_without_opt_in(planted):
+    from yunshan.chat import ChatArgs, load_chat_model
     from yunshan.eval.loading import load_model as eval_load, load_tokenizer_only
+    from yunshan.models.info import load_config
     from yunshan.tokenizer.report import load_backend
     from yunshan.training.arguments import ModelArgs
     from yunshan.training.models import describe_model, load_model, load_tokenizer
@@ -76,6 +79,9 @@ def test_every_loader_refuses_a_folders_own_code_without_opt_in(planted):
         (lambda: load_model(ModelArgs(name_or_path=str(folders["model"]))), "model.trust_remote_code"),
         (lambda: describe_model(ModelArgs(name_or_path=str(folders["model"]))), "model.trust_remote_code"),
         (lambda: load_backend(folders["tokenizer"]), "tokenizer.json"),
+        (lambda: load_config(folders["model"]), "yunshan model info reads only configs"),  # no opt-in: never runs
+        (lambda: load_chat_model(ChatArgs(model=str(folders["tokenizer"]))), "--trust-remote-code"),
+        (lambda: load_chat_model(ChatArgs(model=str(folders["model"]))), "--trust-remote-code"),
     ]
     for call, opt_in in calls:
         with pytest.raises(ValueError) as err:
