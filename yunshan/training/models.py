@@ -62,7 +62,8 @@ def resolve_sources(recipe, weights: bool = True):
         # A model saved by an earlier extended run (SFT after CPT, say) already has trained rows for the extension:
         # growing it again from the original tokenizer would reset those rows to their subword means and undo what
         # continual pretraining taught them. The model's own tokenizer is then the base: only ids past it are new.
-        own, given = len(load_tokenizer(model_dir)), len(load_tokenizer(base_dir))
+        remote = recipe.model.trust_remote_code
+        own, given = len(load_tokenizer(model_dir, remote)), len(load_tokenizer(base_dir, remote))
         if own > given:
             if int(os.environ.get("RANK", "0")) == 0:
                 print(f"note: the model's own tokenizer ({model_dir}) already has {own:,} tokens, more than "
