@@ -7,7 +7,9 @@ yunshan.samples) or NAME=PATH. Names: fineval / ceval (C-Eval format), financeiq
 lawbench, jecqa, bpc (--heldout LABEL=FILE ...), compression (--text FILE ...), diversity (--diversity-text FILE).
 Writes OUT/results.json (every prediction and score, model and file hashes, settings), OUT/results.md (one table
 per task: rows = models, AVG last), OUT/report.html (the same tables as one self-contained page to open in a
-browser) and OUT/diversity.png; prints the tables.
+browser) and OUT/diversity.png; prints the tables. OUT is checked for writing before any scoring, and
+OUT/results.partial.json holds every task finished so far (rewritten after each one, in results.json's format), so
+a failure late in a long evaluation keeps what was scored.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class EvalArgs:
                 "fast, AMX / AVX-512 BF16 / CUDA, float32 elsewhere), bfloat16 or float16 (weights in that dtype)"})
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) to run; "
+                "without it such a folder is refused (PanGu-π and OTCE need no remote code)"})
     out: str = field(default="runs/eval", metadata={"help": "output folder for results.json/.md and plots"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -113,6 +118,11 @@ def run_eval(args: EvalArgs) -> dict:
             raise FileNotFoundError(f"{path}: no such task data")
     if args.mode not in ("loglik", "cloze", "generate"):
         raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
+    from yunshan.folders import check_output_folder
+
+    # Before any scoring: a folder that cannot be written would otherwise fail only at the end.
+    out = check_output_folder(args.out, "--out")
+    partial = out / PARTIAL_FILE
     report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
                     "models": {}, "tasks": {}}
     results: dict[str, dict[str, dict]] = {label: {} for label, _, _ in tasks}
@@ -126,11 +136,12 @@ def run_eval(args: EvalArgs) -> dict:
         names.append(name)
         if all(task.format == "compression" for _, task, _ in tasks):
             # Compression needs only the tokenizer: a tokenizer-only folder works, and no weights are loaded.
-            lm = load_tokenizer_only(path, hash_files=args.hash_weights, revision=revision)
+            lm = load_tokenizer_only(path, hash_files=args.hash_weights, revision=revision,
+                                     trust_remote_code=args.trust_remote_code)
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.tokenizer).__name__}
         else:
             lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights,
-                            revision=revision)
+                            revision=revision, trust_remote_code=args.trust_remote_code)
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.model).__name__,
                                       "parameters": sum(p.numel() for p in lm.model.parameters()),
                                       "precision": lm.precision}
@@ -152,6 +163,8 @@ def run_eval(args: EvalArgs) -> dict:
             # The headline numbers, recorded with the results: a report or model card shows them without
             # knowing the benchmark.
             entry.setdefault("metrics", {})[name] = [asdict(m) for m in headline_metrics(task, res, data)]
+            # Every finished task is on disk at once: a failure later (another task, the report) keeps it.
+            _write_partial(report, started, partial)
         del lm
     sections = []
     for label, task, _ in tasks:
@@ -162,7 +175,6 @@ def run_eval(args: EvalArgs) -> dict:
             sections.append(f"### forgetting vs gain ({names[0]} -> {names[1]})\n\n"
                             + forgetting_table(results[label][names[0]], results[label][names[1]], names[0], names[1]))
     markdown = "\n\n".join(sections)
-    out = Path(args.out)
     for label, task, _ in tasks:
         if task.format == "diversity":
             from .diversity import plot_diversity
@@ -173,9 +185,22 @@ def run_eval(args: EvalArgs) -> dict:
             markdown += "\n\n![feature diversity d(eps) per layer](diversity.png)"
     report["seconds"] = round(time.time() - started, 1)
     json_path, md_path = write_report(out, EvalResults.from_json(report), markdown)
+    partial.unlink(missing_ok=True)  # results.json now holds all of it
     report["markdown"] = markdown
     report["paths"] = {"json": str(json_path), "markdown": str(md_path), "html": str(md_path.parent / "report.html")}
     return report
+
+
+# The tasks finished so far, rewritten after each one (results.json's format); removed once results.json is written.
+PARTIAL_FILE = "results.partial.json"
+
+
+def _write_partial(report: dict, started: float, path: Path) -> None:
+    from yunshan.artifacts import EvalResults, _write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(EvalResults.from_json({**report, "seconds": round(time.time() - started, 1)}).to_json(), path,
+                EvalResults.INDENT)
 
 
 def run(args: argparse.Namespace) -> int:

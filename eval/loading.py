@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yunshan.data.files import sha256_file
+from yunshan.folders import check_model_folder, readable_by_transformers
+from yunshan.remote_code import refuse_remote_code
+
+OPT_IN = "--trust-remote-code (in a `yunshan run` recipe: eval.trust_remote_code: true)"
 
 # Files that decide a model's outputs; optimizer states and logs do not.
 _MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
@@ -63,7 +67,7 @@ def sha256_model_dir(path: str | Path) -> str | None:
 
 
 def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weights: bool = True,
-               revision: str | None = None) -> LoadedModel:
+               revision: str | None = None, trust_remote_code: bool = False) -> LoadedModel:
     """Load `path` with AutoModelForCausalLM / AutoTokenizer from a local folder.
 
     Args:
@@ -76,6 +80,8 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
         device: torch device string.
         hash_weights: record the sha256 of the model folder's files (slow only for multi-GB checkpoints).
         revision: branch, tag or commit of a Hub id.
+        trust_remote_code: allow the folder's own code (auto_map); without it such a folder is refused
+            (yunshan.remote_code).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -86,8 +92,14 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
 
     dtype, autocast, reason = eval_autocast(dtype)
     folder = resolve_pretrained(path, revision, what="model", field="--model")
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
+    check_model_folder(folder, "--model")
+    with refuse_remote_code(path, OPT_IN):
+        with readable_by_transformers(folder, "tokenizer"):
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True,
+                                                      trust_remote_code=trust_remote_code)
+        with readable_by_transformers(folder, "model"):
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True,
+                                                         trust_remote_code=trust_remote_code)
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
@@ -98,14 +110,17 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
                        precision=precision)
 
 
-def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None) -> LoadedModel:
+def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None,
+                        trust_remote_code: bool = False) -> LoadedModel:
     """Only the tokenizer of `path` (a folder or Hub id, as in load_model; no weights fetched): `model` is None."""
     from transformers import AutoTokenizer
 
     from yunshan.hub_download import resolve_pretrained
 
     folder = resolve_pretrained(path, revision, what="tokenizer", field="--model")
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    check_model_folder(folder, "--model")
+    with refuse_remote_code(path, OPT_IN), readable_by_transformers(folder, "tokenizer"):
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     return LoadedModel(name=_name(path), path=str(folder), model=None, tokenizer=tokenizer,
                        sha256=sha256_model_dir(folder) if hash_files else None)
 

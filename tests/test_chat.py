@@ -242,3 +242,16 @@ def test_bad_input_is_one_line(models, tmp_path, capsys):
     assert "has no adapter_config.json" in capsys.readouterr().err
     assert main(["chat", str(models["llama"]), "--temperature", "-1"]) == 1
     assert "--temperature must be 0" in capsys.readouterr().err
+    # A Hub id that is not in the cache, offline (the suite sets HF_HUB_OFFLINE=1): the id and the command.
+    assert main(["chat", "no-such-org/no-such-model", "--prompt", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "MODEL: no-such-org/no-such-model is not a local folder" in err and "`hf download no-such-org" in err
+    # A damaged tokenizer.json: one line naming the file, not a KeyError traceback.
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for f in models["llama"].iterdir():
+        (damaged / f.name).write_bytes(f.read_bytes())
+    (damaged / "tokenizer.json").write_text("{}")
+    assert main(["chat", str(damaged), "--prompt", "x"]) == 1
+    err = capsys.readouterr().err
+    assert f"{damaged}/tokenizer.json: transformers cannot load this tokenizer" in err and err.count("\n") == 1

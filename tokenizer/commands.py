@@ -31,6 +31,8 @@ class ExtensionCostArgs:
     init: str = field(default="subword_mean", metadata={
         "help": "new-row initialisation for the --model measurement: subword_mean, mean or random"})
     max_chars: int = field(default=20000, metadata={"help": "characters of each held-out file"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow --model's (and the tokenizers') own Python code (auto_map) to run"})
 
 
 @dataclass
@@ -123,9 +125,20 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
         if not sep or not label or not path:
             raise ValueError(f"--heldout {item!r}: expected LABEL=FILE, e.g. general=heldout/general.txt")
         files[label] = read_heldout([path], args.max_chars)
-    base_tok = AutoTokenizer.from_pretrained(base_path if Path(base_path).is_dir() else Path(base_path).parent)
-    new_tok = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    from yunshan.remote_code import refuse_remote_code
+
+    trust = args.trust_remote_code
+    base_dir = base_path if Path(base_path).is_dir() else Path(base_path).parent
+    from yunshan.folders import check_model_folder, readable_by_transformers
+
+    check_model_folder(args.model, "--model")
+    with refuse_remote_code(f"{args.model} (or its tokenizer)", "--trust-remote-code"):
+        with readable_by_transformers(base_dir, "tokenizer"):
+            base_tok = AutoTokenizer.from_pretrained(base_dir, trust_remote_code=trust)
+        new_tok = AutoTokenizer.from_pretrained(out, trust_remote_code=trust)
+        with readable_by_transformers(args.model, "model"):
+            model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32,
+                                                         trust_remote_code=trust).eval()
     autocast, why = fast_bf16()
     length = min(1024, getattr(model.config, "max_position_embeddings", 1024) or 1024)
 

@@ -71,7 +71,8 @@ class ExtendArgs:
         "help": "'error': stop at the first invalid UTF-8 line (file, line, byte offset); 'skip': skip and count"})
     report_texts: list[str] = field(default_factory=list, metadata={
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
-    overwrite: bool = field(default=False, metadata={"help": "replace an existing non-empty --out folder"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace the --out folder of an earlier extension (never a folder holding other files)"})
 
     def __post_init__(self):
         if self.max_token_chars in (0, "0") or str(self.max_token_chars).lower() == "none":
@@ -103,8 +104,35 @@ def _check_args(args: ExtendArgs) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not args.overwrite:
-        raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+    if out.is_dir() and any(out.iterdir()):
+        if not args.overwrite:
+            raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+        _check_replaceable(out, args)
+    from yunshan.folders import check_output_folder
+
+    check_output_folder(out, "--out")  # a path through a file, or a folder this user cannot write
+
+
+def _check_replaceable(out: Path, args: ExtendArgs) -> None:
+    """--overwrite replaces only an earlier extension (its REPORT_FILE lists the files it wrote) that holds none of
+    this run's inputs: a user's folder, the base tokenizer's or the corpus's, is never deleted."""
+    inputs = [("the base tokenizer", args.base), *(("corpus file", c) for c in args.corpus),
+              *(("word list", w) for w in args.words if not str(w).startswith("builtin:"))]
+    for what, path in inputs:
+        if Path(path).resolve().is_relative_to(out.resolve()):
+            raise ValueError(f"--out {out} holds {what} {path}: replacing --out would delete it; choose another --out")
+    report = out / REPORT_FILE
+    if not report.is_file():
+        raise ValueError(f"--out {out} is not a folder written by yunshan tokenizer extend (no {REPORT_FILE}); "
+                         "--overwrite replaces only such a folder, never other files: choose another --out")
+    try:
+        written = json.loads(report.read_text(encoding="utf-8")).get("files")
+    except (ValueError, AttributeError):
+        written = None  # a damaged report: only its plain files are taken as the extension's own
+    for path in sorted(out.iterdir()):
+        if (path.is_dir() and not path.is_symlink()) or (isinstance(written, list) and path.name not in written):
+            raise ValueError(f"--out {out} holds {path.name}, which yunshan tokenizer extend did not write; "
+                             "--overwrite would delete it: move it away or choose another --out")
 
 
 def _help(name: str) -> str:
@@ -394,6 +422,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
                                 if t.status not in ("added", "already_one_token")]},
         "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite", "report_texts")},
         "notes": base.notes,
+        "files": sorted([*files, REPORT_FILE]),  # what --overwrite may replace later (_check_replaceable)
     }
     files[REPORT_FILE] = (json.dumps(report, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     _write_atomically(Path(args.out), files, args.overwrite)

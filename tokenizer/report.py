@@ -3,7 +3,7 @@
     yunshan tokenizer report --tokenizer base/ --tokenizer extended/ --text heldout/finance.txt heldout/general.txt
     yunshan tokenizer report --tokenizer base/ --tokenizer extended/ --text a.jsonl --json report.json
 
-Compression rate as the PanGu-π paper defines it (Table 7; ../shared/docs/benchmarks.md): the sum of tokens over
+Compression rate as the PanGu-π paper defines it (Table 7; docs/benchmarks.md): the sum of tokens over
 the sum of Unicode characters of the texts, no BOS or other special tokens added; lower is better. A `.jsonl` file
 gives one text per record ("text" field), any other file one text per paragraph (yunshan's `.txt` rule,
 corpus.py). Every tokenizer after the
@@ -30,7 +30,12 @@ def load_backend(path: str | Path):
             raise FileNotFoundError(f"tokenizer folder {path} has no tokenizer.json or tokenizer.model")
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(path)).backend_tokenizer
+        from yunshan.remote_code import refuse_remote_code
+
+        # Only the tokenizer.json pipeline is used here, so a folder's own tokenizer code is never needed.
+        with refuse_remote_code(path, None, "the tokenizer tools read tokenizer.json and never run a folder's code: "
+                                            "give a folder without an auto_map in tokenizer_config.json"):
+            return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False).backend_tokenizer
     from .base import load_base_tokenizer
 
     return load_base_tokenizer(path).backend

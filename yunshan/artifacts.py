@@ -155,6 +155,7 @@ class DataReport(_JsonFile):
     engine: dict | None = None  # {"name": single | ddp | deepspeed | fsdp, "processes", "zero_stage", ...}
     # data.exclude: {"list": contaminated.jsonl, "records": digests listed}; drops counted as "contaminated"
     exclude: dict | None = None
+    resumes: list[dict] | None = None  # every resume: step, checkpoint, the allowed recipe changes (old, new)
     # continual pretraining
     sequences: int | None = None
     seq_len: int | None = None

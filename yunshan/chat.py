@@ -7,11 +7,12 @@
     yunshan chat MODEL --prompt "什么是应收账款？" --temperature 0       # one-shot: a JSON line on stdout
     yunshan chat MODEL --prompts questions.txt --out answers.jsonl      # a prompt per line (or JSONL), for scripts
 
-The model is any local causal-LM folder. PanGu-π and OTCE load with the classes yunshan registers; with
-`--trust-remote-code` a folder's own modeling code (its config's `auto_map`, as an export ships it) is run instead,
-exactly as for a user without yunshan; a model type neither transformers nor yunshan knows needs that flag (the
-error says so). A folder holding adapter_config.json is a PEFT adapter: its base is `--base` or the base the adapter
-names, loaded from a local folder (or the local HF cache), then merged for speed.
+The model is any causal-LM folder or Hub id (with --revision; yunshan.hub_download). PanGu-π and OTCE load with
+the classes yunshan registers; with `--trust-remote-code` a folder's own modeling code (its config's `auto_map`, as
+an export ships it) is run instead, exactly as for a user without yunshan; a model type neither transformers nor
+yunshan knows needs that flag (the error says so), and without it no code of the folder runs. A folder holding
+adapter_config.json is a PEFT adapter: its base is `--base` or the base the adapter names (a folder or Hub id), then
+merged for speed.
 
 The conversation is rendered with the tokenizer's chat template; a tokenizer without one gets yunshan's default
 (yunshan.data.chat, the template SFT trains with), so a model answers in the format it was trained on. Generation
@@ -46,10 +47,11 @@ COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit
 class ChatArgs:
     """Arguments of `yunshan chat`."""
 
-    model: str = field(metadata={"help": "model folder (or a PEFT adapter folder: see --base)"})
+    model: str = field(metadata={"help": "model folder or Hub id ORG/NAME (or a PEFT adapter folder: see --base)"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in MODEL"})
     base: str | None = field(default=None, metadata={
-        "help": "base model folder of a LoRA adapter (default: the base_model_name_or_path its adapter_config.json "
-                "names, from a local folder or the local HF cache)"})
+        "help": "base model (folder or Hub id) of a LoRA adapter (default: the base_model_name_or_path its "
+                "adapter_config.json names)"})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "run the model folder's own modeling code (auto_map), as an exported PanGu-π or OTCE ships it"})
     system: str | None = field(default=None, metadata={"help": "system prompt put first in every conversation"})
@@ -101,29 +103,36 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     from yunshan.data.chat import ensure_chat_template
     from yunshan.precision import eval_autocast
 
-    path = Path(args.model)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model {args.model!r}: no such folder (models load offline from a local folder)")
+    from yunshan.folders import check_model_folder, readable_by_transformers
+    from yunshan.hub_download import resolve_pretrained
+
+    # A Hub id becomes its HF cache folder (downloaded unless HF_HUB_OFFLINE=1; offline and not cached: one line).
+    path = check_model_folder(resolve_pretrained(args.model, args.revision, field="MODEL"), "MODEL")
     dtype, autocast, _ = eval_autocast(args.dtype)
     load = {"local_files_only": True, "trust_remote_code": args.trust_remote_code}
     adapter_config = path / "adapter_config.json"
     base = None
     if adapter_config.is_file():
-        base = args.base or _adapter_base(adapter_config)
+        field_ = "--base" if args.base else f"{adapter_config} base_model_name_or_path"
+        base = resolve_pretrained(args.base or _adapter_base(adapter_config), None, field=field_)
         tokenizer_from = path if (path / "tokenizer_config.json").is_file() else Path(base)
     else:
         if args.base:
             raise ValueError(f"--base is for a LoRA adapter folder; {path} has no adapter_config.json")
         tokenizer_from = path
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_from, **load)
-        model = _own_code_model(Path(base or path), getattr(torch, dtype)) if args.trust_remote_code else None
-        if model is None:
-            model = AutoModelForCausalLM.from_pretrained(base or path, dtype=getattr(torch, dtype), **load)
+        # A damaged config.json or tokenizer.json is one line naming the file (yunshan.folders).
+        with readable_by_transformers(tokenizer_from, "tokenizer"):
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_from, **load)
+        with readable_by_transformers(base or path, "model"):
+            model = _own_code_model(Path(base or path), getattr(torch, dtype)) if args.trust_remote_code else None
+            if model is None:
+                model = AutoModelForCausalLM.from_pretrained(base or path, dtype=getattr(torch, dtype), **load)
     except ValueError as err:
         if "trust_remote_code" in str(err) and not args.trust_remote_code:
-            raise ValueError(f"{base or path}: its model type is defined by the folder's own code (auto_map); run it "
-                             "with --trust-remote-code if you trust that code") from None
+            raise ValueError(f"{base or path}: loading it would run Python code shipped in the folder (auto_map in "
+                             "its config.json or tokenizer_config.json), and yunshan runs a folder's own code only "
+                             "when asked: review that code, then run it with --trust-remote-code") from None
         raise
     except OSError as err:
         where = base or path

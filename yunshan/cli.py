@@ -62,12 +62,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._module.run(args) or 0)
-    except (ValueError, FileNotFoundError) as err:
-        # Bad input: a clear one-line message (the message names file, line and field), no traceback.
-        print(f"yunshan {args.command}: error: {err}", file=sys.stderr)
+    except (ValueError, OSError, EOFError) as err:
+        # Bad input or a file the system refuses: one line (yunshan's messages name file, line and field; an OS
+        # error names the file and the reason), no traceback.
+        print(f"yunshan {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 1
     finally:
         _close_process_group()
+
+
+def _one_line(err: BaseException) -> str:
+    """The error as one line: an OSError from the system as 'file: reason' (not "[Errno 13] Permission denied:
+    'path'"), any other message with its line breaks folded."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None and str(err).startswith("[Errno"):
+        target = f"{err.filename} -> {err.filename2}" if err.filename2 is not None else f"{err.filename}"
+        return f"{target}: {err.strerror}"
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
 
 
 def _close_process_group() -> None:

@@ -17,6 +17,11 @@ convolution) is written as LlamaForCausalLM, for runtimes that know Llama but ru
 to a temporary folder beside --out, checked (tensor names, shapes and dtypes against the source, the tokenizer
 encodes a probe as the source does, the card's front matter parses), then renamed into place: --out is untouched
 unless the export succeeds.
+
+--overwrite replaces only a previous export: a folder holding the marker EXPORT_MARKER (the list of files the
+export wrote; `yunshan push` leaves it out of the upload) and nothing else. An --out that is a file, holds the
+source, lies inside the model folder, or holds anything yunshan export did not write is refused before anything
+is written, so an export never deletes a run, its checkpoints or a user's files.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from yunshan.model_card import CardOptions, ExportFacts, build_model_card, colle
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt",
                    "merges.txt", "chat_template.jinja", "chat_template.json")
+# In every export: the files it wrote. --overwrite removes only a folder that holds this marker and nothing else.
+EXPORT_MARKER = ".yunshan_export.json"
 DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
              "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
@@ -64,7 +71,11 @@ class ExportArgs(CardOptions):
     eval: list[str] = field(default_factory=list, metadata={
         "help": "extra `yunshan eval` results.json (or its folder) for the card; repeatable"})
     recipe: bool = field(default=True, metadata={"help": "include the resolved recipe.yaml"})
-    overwrite: bool = field(default=False, metadata={"help": "replace --out if it exists (only after success)"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace --out if it is a previous export (only after success; nothing else is ever removed)"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow the source's own tokenizer code (auto_map in tokenizer_config.json) to run for the export "
+                "check; without it such a source is refused (PanGu-π and OTCE need no remote code)"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +142,7 @@ def module_order(model_dir: Path) -> dict[str, int]:
     level = logging.getLogger("transformers").level
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
-        config = AutoConfig.from_pretrained(str(model_dir))  # never runs a folder's own code
+        config = AutoConfig.from_pretrained(str(model_dir), trust_remote_code=False)  # never runs a folder's code
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         return {name: i for i, name in enumerate(model.state_dict())}
@@ -383,14 +394,19 @@ def write_tokenizer(model_dir: Path, out: Path) -> list[str]:
     return copied
 
 
-def check_tokenizer(model_dir: Path, out: Path) -> None:
-    """The exported tokenizer encodes a probe exactly as the source folder's does (and renders the same chat)."""
+def check_tokenizer(model_dir: Path, out: Path, trust_remote_code: bool = False) -> None:
+    """The exported tokenizer encodes a probe exactly as the source folder's does (and renders the same chat).
+    A tokenizer with its own code (auto_map) is loaded only with `trust_remote_code` (yunshan.remote_code)."""
     from transformers import AutoTokenizer
 
-    trust = "auto_map" in json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    from yunshan.folders import readable_by_transformers
+    from yunshan.remote_code import refuse_remote_code
+
     probe = "根据《民法典》第六百八十条，借款的利率不得违反国家有关规定。Net interest margin rose 12 bp in Q3."
-    a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
-    b = AutoTokenizer.from_pretrained(str(out), trust_remote_code=trust)
+    with refuse_remote_code(model_dir, "--trust-remote-code (in a `yunshan run` recipe: model.trust_remote_code)"):
+        with readable_by_transformers(model_dir, "tokenizer"):
+            a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        b = AutoTokenizer.from_pretrained(str(out), trust_remote_code=trust_remote_code)
     if a(probe)["input_ids"] != b(probe)["input_ids"] or len(a) != len(b):
         raise RuntimeError(f"export check: the tokenizer in {out} does not encode like the one in {model_dir}")
     if a.chat_template:
@@ -453,13 +469,47 @@ def _replace_dir(tmp: Path, out: Path) -> None:
             old.unlink()
 
 
+def check_out(out: Path, source: Path, model_dir: Path, overwrite: bool) -> None:
+    """Refuse an --out the export may not write or replace (module docstring); nothing has been written yet."""
+    if out.is_file() or (out.is_symlink() and not out.is_dir()):
+        raise ValueError(f"--out {out} is a file; give the path of a folder to create (a previous export is replaced "
+                         "with --overwrite)")
+    target = out.resolve()
+    if target == model_dir or model_dir in target.parents:
+        raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")
+    for what, path in (("source", source.resolve()), ("model folder", model_dir)):
+        if target == path or target in path.parents:
+            raise ValueError(f"--out {out} contains the {what} {path}; replacing it would delete the {what}: choose a "
+                             "folder outside it")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it (only after a successful "
+                         "export)")
+    marker = out / EXPORT_MARKER
+    if not marker.is_file():
+        raise ValueError(f"--out {out} is not a folder written by yunshan export (no {EXPORT_MARKER}); --overwrite "
+                         "replaces only a previous export: remove the folder yourself or choose another --out")
+    try:
+        written = set(json.loads(marker.read_text(encoding="utf-8"))["files"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{marker}: not a yunshan export marker ({err}); remove the folder yourself or choose "
+                         "another --out") from None
+    for path in sorted(out.rglob("*")):
+        name = path.relative_to(out).as_posix()
+        if name != EXPORT_MARKER and (path.is_file() or path.is_symlink()) and name not in written:
+            raise ValueError(f"--out {out} holds {name}, which yunshan export did not write; --overwrite would delete "
+                             "it: move it elsewhere or choose another --out")
+
+
 def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: bool = False,
                  as_llama: bool = False, max_shard_size: str | int = "2GB", dtype: str | None = None,
                  license: str | None = None,
                  license_name: str | None = None, license_link: str | None = None,
                  language: list[str] | None = None, base_model: str | None = None, datasets: list[str] | None = None,
                  tags: list[str] | None = None, name: str | None = None, repo_id: str | None = None,
-                 eval: list[str] | None = None, recipe: bool = True, overwrite: bool = False) -> dict:
+                 eval: list[str] | None = None, recipe: bool = True, overwrite: bool = False,
+                 trust_remote_code: bool = False) -> dict:
     """Export a run's final model (or a model folder) to `out`; see the module docstring. Returns a summary:
     out, files (path, bytes), bytes, parameters, dtype, weight_files, card (front matter), notes."""
     options = CardOptions(license=license, license_name=license_name, license_link=license_link,
@@ -491,11 +541,10 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
                     if source_config.get("model_type") == "pangu_pi" else "")
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
                              f"{'; '.join(problems)}. Export it without --as-llama{code}")
-    if out.resolve() == model_dir or model_dir in out.resolve().parents:
-        raise ValueError(f"--out {out} is inside the model folder {model_dir}; choose a folder outside it")
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it (only after a successful "
-                         "export)")
+    check_out(out, Path(source), model_dir, overwrite)
+    from yunshan.folders import check_output_folder
+
+    check_output_folder(out.parent, "--out")  # the export is written beside --out, then renamed into place
     out.parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic); created with the
     # default mode, unlike mkdtemp's 0700, so the export gets the permissions any folder the user makes gets.
@@ -559,7 +608,7 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
 
         if not adapter:
             check_weights(tmp, weights["layout"], weights["out_dtype"])
-        check_tokenizer(model_dir, tmp)
+        check_tokenizer(model_dir, tmp, trust_remote_code)
         mask = os.umask(0)
         os.umask(mask)
         listed = []
@@ -567,6 +616,12 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             if p.is_file():
                 p.chmod(0o666 & ~mask)  # safetensors writes 0600; an export is meant to be read and shared
                 listed.append({"path": p.relative_to(tmp).as_posix(), "bytes": p.stat().st_size})
+        from yunshan import __version__
+
+        (tmp / EXPORT_MARKER).write_text(json.dumps({
+            "yunshan_version": __version__, "source": str(model_dir), "files": [f["path"] for f in listed]},
+            indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / EXPORT_MARKER).chmod(0o666 & ~mask)
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,9 @@ Other yunshan commands download (a Hub id for a model or tokenizer) only when th
 (HF_HUB_OFFLINE unset or 0; the test suite and `make demo` set it to 1); push exists to talk to the Hub, so it lifts
 offline mode for its own requests only. With --endpoint (or HF_ENDPOINT) pointing anywhere but huggingface.co it
 uploads through the plain HTTP/LFS protocol (as huggingface_hub does with HF_HUB_DISABLE_XET=1), since Xet storage
-is a huggingface.co service; against huggingface.co it uses the library's defaults.
+is a huggingface.co service; against huggingface.co it uses the library's defaults. The token travels in every
+request's headers, so a plain http:// endpoint is refused unless it is this machine (a local test hub) or
+--allow-insecure-endpoint says the network is trusted.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from yunshan.hub import EXPORT_MARKER
 from yunshan.model_card import REPO_ID
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -53,6 +56,9 @@ class PushArgs:
         "help": "commit title (default: 'Upload NAME exported by yunshan VERSION')"})
     endpoint: str | None = field(default=None, metadata={
         "help": "Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)"})
+    allow_insecure_endpoint: bool = field(default=False, metadata={
+        "help": "allow a plain http:// endpoint on another machine (the token then crosses the network in clear "
+                "text); http://localhost needs no flag"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,15 +85,38 @@ def check_repo_id(repo_id: str) -> None:
                         "no '--' or '..'; a name of at most 96 characters), e.g. my-org/yunshan-7b")
 
 
+def check_endpoint(endpoint: str, allow_insecure: bool = False) -> None:
+    """An https:// URL, or http:// to this machine (a local test hub); plain http:// elsewhere only when allowed,
+    since every request carries the token in its Authorization header. Raised before any request is made."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PushError(f"--endpoint {endpoint!r} is not a Hub URL: use https://HOST (or http://localhost:PORT for "
+                        "a local hub)")
+    if parts.scheme == "https" or allow_insecure:
+        return
+    try:
+        local = ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        local = parts.hostname.lower() == "localhost" or parts.hostname.lower().endswith(".localhost")
+    if not local:
+        raise PushError(f"--endpoint {endpoint} is plain http: the token would cross the network in clear text; use "
+                        "https://, or pass --allow-insecure-endpoint if this network is trusted")
+
+
 def check_export_folder(folder: Path) -> list[Path]:
     """The files to upload; the folder must look like an export (a card and a config or adapter)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder (write one with yunshan export RUN --out {folder})")
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
-    # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores).
+    # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores) and the
+    # export's own marker (yunshan.hub.EXPORT_MARKER: for --overwrite on this machine, not for the Hub).
     found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
-    files = [found[name] for name in sorted(filter_repo_objects(found, ignore_patterns=DEFAULT_IGNORE_PATTERNS))]
+    files = [found[name] for name in sorted(filter_repo_objects(
+        found, ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, EXPORT_MARKER]))]
     names = {p.name for p in files if p.parent == folder}
     if "README.md" not in names or not names & {"config.json", "adapter_config.json"}:
         raise PushError(f"{folder}: not a folder written by yunshan export (it needs README.md and config.json or "
@@ -161,7 +190,7 @@ def _explain(step: str, repo_id: str, endpoint: str, err: BaseException, token: 
 
 def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True, revision: str | None = None,
                 create_pr: bool = False, commit_message: str | None = None, endpoint: str | None = None,
-                token: str | None = None) -> dict:
+                allow_insecure_endpoint: bool = False, token: str | None = None) -> dict:
     """Upload `folder` to the model repository `repo_id` in one commit (see the module docstring).
 
     Args:
@@ -171,6 +200,7 @@ def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True
         create_pr: open a pull request against main (cannot be combined with `revision`).
         commit_message: commit title.
         endpoint: Hub URL (default HF_ENDPOINT or https://huggingface.co).
+        allow_insecure_endpoint: accept a plain http:// endpoint that is not this machine (check_endpoint).
         token: a token to use instead of HF_TOKEN / the login cache (held in memory only).
 
     Returns a summary without the token: repo_url, revision, commit_url, commit_oid, pr_url, files (path, bytes),
@@ -182,12 +212,13 @@ def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True
     if create_pr and revision not in (None, "main"):
         raise PushError("--create-pr opens a pull request against main and cannot be combined with --revision; to "
                         "add commits to an open pull request use --revision refs/pr/N without --create-pr")
+    endpoint = (endpoint or constants.ENDPOINT or DEFAULT_ENDPOINT).rstrip("/")
+    check_endpoint(endpoint, allow_insecure_endpoint)
     files = check_export_folder(folder)
     token = token or get_token()
     if not token:
         raise PushError("no Hugging Face token: set HF_TOKEN (a token with write access, "
                         "https://huggingface.co/settings/tokens) or run `hf auth login`")
-    endpoint = (endpoint or constants.ENDPOINT or DEFAULT_ENDPOINT).rstrip("/")
     plain_http = endpoint != DEFAULT_ENDPOINT
     if commit_message is None:
         from yunshan import __version__
@@ -203,7 +234,8 @@ def push_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = True
                 api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
             step = "uploading the files"
             commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
-                                       revision=revision, create_pr=create_pr, commit_message=commit_message)
+                                       revision=revision, create_pr=create_pr, commit_message=commit_message,
+                                       ignore_patterns=[EXPORT_MARKER])
         except PushError:
             raise
         except Exception as err:  # noqa: BLE001  (every failure becomes one clear line)

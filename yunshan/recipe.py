@@ -38,10 +38,13 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
     """Parse YAML and record the line of every dotted path (1-based)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as err:
+        # A character YAML does not allow (a control character, a NUL): its message spans lines and has no mark.
+        line = text.count("\n", 0, err.position) + 1
+        raise RecipeError(f"{filename}:{line}: invalid YAML: character {chr(err.character)!r} is not allowed in "
+                          "YAML (control characters other than tab and line ends)") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{filename}:{mark.line + 1}" if mark else filename
-        raise RecipeError(f"{where}: invalid YAML: {getattr(err, 'problem', err)}") from None
+        raise _yaml_error(err, filename) from None
     lines: dict[str, int] = {}
 
     def walk(n, path):
@@ -61,7 +64,18 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
             return [walk(v, _join(path, str(i))) for i, v in enumerate(n.value)]
         return _scalar(n)
 
-    return walk(node, ""), lines
+    try:
+        return walk(node, ""), lines
+    except yaml.YAMLError as err:  # a scalar no safe constructor builds (a tag such as !!python/object, a bare =)
+        raise _yaml_error(err, filename) from None
+
+
+def _yaml_error(err: yaml.YAMLError, filename: str) -> RecipeError:
+    """PyYAML's error (several lines, with a caret drawing) as one line: file, line, the problem."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{filename}:{mark.line + 1}" if mark else filename
+    problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
+    return RecipeError(f"{where}: invalid YAML: {' '.join(str(problem).split())}")
 
 
 def _scalar(node):
@@ -111,7 +125,9 @@ class _Builder:
         return f"{self.filename}:{line}" if line else self.filename
 
     def fail(self, path: str, message: str):
-        raise RecipeError(f"{self.where(path)}: {path or '(top level)'}: {message}")
+        # A key with a line break or control character in it is shown quoted, so the message stays one line.
+        shown = path if path.isprintable() else repr(path)
+        raise RecipeError(f"{self.where(path)}: {shown or '(top level)'}: {message}")
 
     def build(self, cls, data, path: str):
         if data is None:
@@ -210,7 +226,12 @@ class _Builder:
 
 def apply_override(data: dict, dotted: str, raw_value: str) -> None:
     """Set `dotted` (e.g. training.learning_rate or data.sources.finance.weight) in the raw recipe dict."""
-    value = yaml.safe_load(raw_value) if raw_value != "" else ""
+    try:
+        value = yaml.safe_load(raw_value) if raw_value != "" else ""
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
+        raise RecipeError(f"override {dotted}={raw_value!r}: not a YAML value ({' '.join(str(problem).split())}); "
+                          "quote a plain string, for example key='\"text\"'") from None
     keys = dotted.split(".")
     node = data
     for i, key in enumerate(keys):
@@ -266,7 +287,14 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"recipe {path} does not exist")
-        data, lines = _compose_with_lines(path.read_text(encoding="utf-8"), filename)
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            raise RecipeError(f"{filename}:{line}: not UTF-8 (byte offset {err.start}: {raw[err.start:err.start + 4]!r}); "
+                              "a recipe is a UTF-8 YAML file") from None
+        data, lines = _compose_with_lines(text, filename)
     data = data if data is not None else {}
     if not isinstance(data, dict):
         raise RecipeError(f"{filename}: a recipe must be a mapping at the top level")

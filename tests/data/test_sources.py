@@ -218,3 +218,65 @@ def test_file_hashes_are_reused_only_while_the_file_is_unchanged(tmp_path):
         assert files.sha256_file(path) == hashlib.sha256(b"b" * 1000).hexdigest() and reads
     finally:
         builtins.open = saved
+
+
+def _damaged(tmp_path):
+    """Each compressed or binary format, cut short or with garbage after a good start: (path, texts readable)."""
+    import bz2
+    import io
+    import lzma
+    import zipfile
+
+    lines = "".join(json.dumps({"text": f"document {i} " + "word " * 40}) + "\n" for i in range(400)).encode()
+    whole = gzip.compress(lines)
+    cases = {
+        "cut.jsonl.gz": whole[: len(whole) // 2],  # EOFError: ended before the end-of-stream marker
+        "garbage.jsonl.gz": b"this is not gzip at all\n" * 4,  # BadGzipFile
+        "cut.jsonl.zst": zstandard.ZstdCompressor().compress(lines)[:400],
+        "cut.jsonl.xz": lzma.compress(lines)[:300],
+        "cut.txt.bz2": bz2.compress(lines)[:300],
+        "flipped.jsonl.gz": whole[:200] + bytes(b ^ 0x5A for b in whole[200:260]) + whole[260:],
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([{"text": "x"}] * 10), buf)
+    (tmp_path / "cut.parquet").write_bytes(buf.getvalue()[:-30])
+    (tmp_path / "junk.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    with zipfile.ZipFile(tmp_path / "member.zip", "w") as archive:
+        archive.writestr("a.jsonl", lines)
+    data = bytearray((tmp_path / "member.zip").read_bytes())
+    data[100:140] = b"\0" * 40  # inside the (stored) member: its CRC no longer matches
+    (tmp_path / "member.zip").write_bytes(bytes(data))
+    return sorted(tmp_path.iterdir())
+
+
+def test_a_damaged_compressed_file_is_a_bad_record_that_fails_or_is_counted(tmp_path):
+    from yunshan.data.records import BadRecord, read_records
+
+    for path in _damaged(tmp_path):
+        found = list(read_records(str(path)))  # never an exception
+        assert found, path
+        location, last, _ = found[-1]
+        assert isinstance(last, BadRecord) and last.reason == "corrupt_file", (path, last)
+        assert location.startswith(str(path)) and "\n" not in last.describe()
+        if path.name != "member.zip":  # (its zeroed bytes are also a malformed line before the CRC check fails)
+            assert not any(isinstance(r, BadRecord) for _, r, _ in found[:-1])
+    # fail (the default): one line naming the file and the line where it broke off
+    cut = tmp_path / "cut.jsonl.gz"
+    stream = SourceStream(SourceArgs(name="legal", path=str(cut), shuffle=False), words, seed=0, block_size=10_000)
+    with pytest.raises(BadRecordError, match=rf"source 'legal': {cut}:\d+: corrupt_file \(the gz stream breaks off"):
+        stream._load_block()
+    # skip: the documents before the break are trained on and the break is counted, not silently cut short
+    texts, stream = all_texts(SourceArgs(name="legal", path=str(cut), shuffle=False))
+    assert 0 < len(texts) < 400 and texts[0].startswith("document 0 ")
+    assert stream.stats["bad:corrupt_file"] == 1
+
+
+def test_a_zst_file_of_several_frames_is_read_to_its_end(tmp_path):
+    """pzstd and `cat a.zst b.zst` write several frames: yunshan's own .zst reader goes on to the next one."""
+    frames = [zstandard.ZstdCompressor().compress(
+        "".join(json.dumps({"text": f"part {k} doc {i}"}) + "\n" for i in range(50)).encode()) for k in range(3)]
+    (tmp_path / "multi.jsonl.zst").write_bytes(b"".join(frames))
+    texts, stream = all_texts(SourceArgs(name="s", path=str(tmp_path / "multi.jsonl.zst"), shuffle=False))
+    assert texts == [f"part {k} doc {i}" for k in range(3) for i in range(50)] and not stream.stats.get("bad:corrupt_file")

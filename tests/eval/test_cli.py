@@ -128,3 +128,26 @@ def test_dtype_junk_is_a_one_line_error(bench, llama_dir, tmp_path, capsys):
     code = main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--dtype", "fp8", "--out", str(tmp_path)])
     assert code != 0
     assert "--dtype 'fp8' is not valid; use auto, float32, bfloat16, float16" in capsys.readouterr().err
+
+
+def test_out_is_checked_first_and_finished_tasks_survive_a_later_failure(bench, llama_dir, tmp_path, capsys):
+    plain = tmp_path / "a_file"
+    plain.write_text("not a folder")
+    assert main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--heldout", f"general={bench['general']}",
+                 "--out", str(plain / "run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out: {plain / 'run'} is inside {plain}, which is a file" in err
+    # bpc finishes, then the second task fails on its data: what bpc scored is on disk
+    broken = tmp_path / "broken_fineval"
+    broken.mkdir()
+    (broken / "subject_mapping.json").write_text("{not json")
+    out = tmp_path / "run"
+    assert main(["eval", "--model", str(llama_dir), "--tasks", "bpc", f"fineval={broken}",
+                 "--heldout", f"general={bench['general']}", "--out", str(out), "--no-progress"]) == 1
+    assert "Traceback" not in capsys.readouterr().err and not (out / "results.json").exists()
+    partial = json.loads((out / "results.partial.json").read_text(encoding="utf-8"))
+    assert list(partial["tasks"]) == ["bpc"] and partial["tasks"]["bpc"]["results"][llama_dir.name]["files"]["general"]["bpc"] > 0
+    # a run that finishes leaves results.json alone
+    assert main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--heldout", f"general={bench['general']}",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert (out / "results.json").is_file() and not (out / "results.partial.json").exists()

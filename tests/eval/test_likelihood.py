@@ -16,11 +16,25 @@ PROMPTS = [
 ]
 
 
+def reference_pair(tokenizer, context: str, continuation: str, add_bos: bool = False):
+    """lm-eval HFLM's _encode_pair written out independently of yunshan's: the context's trailing whitespace moves
+    to the continuation, the whole string is encoded once and split after the context's own token count, and the
+    start-of-text token (BOS, else EOS) comes first only when asked or when the context is empty."""
+    stripped = context.rstrip()
+    context, continuation = stripped, context[len(stripped):] + continuation
+    whole = tokenizer.encode(context + continuation, add_special_tokens=False)
+    n_context = len(tokenizer.encode(context, add_special_tokens=False))
+    ctx, cont = whole[:n_context], whole[n_context:]
+    if add_bos or not ctx:
+        ctx = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id] + ctx
+    return ctx, cont
+
+
 def direct_logliks(lm, context, options):
     """Sum of log p(option tokens | context) from one un-padded forward per option."""
     out = []
     for opt in options:
-        ctx, cont = encode_pair(lm.tokenizer, context, opt)
+        ctx, cont = reference_pair(lm.tokenizer, context, opt)
         ids = torch.tensor([ctx + cont])
         with torch.no_grad():
             logits = lm.model(input_ids=ids).logits[0].double()
@@ -61,6 +75,20 @@ def test_encode_pair_moves_trailing_space_like_lm_eval(llama):
     ctx, cont = encode_pair(llama.tokenizer, "答案： ", "A")
     ctx2, cont2 = encode_pair(llama.tokenizer, "答案：", " A")
     assert (ctx, cont) == (ctx2, cont2)
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_encode_pair_equals_an_independent_construction(llama, add_bos):
+    """Against lm-eval's rule written out in the test (reference_pair), not against the module itself: a BOS
+    added when not asked, a lost trailing-space move or a split at the wrong token would all show here."""
+    tokenizer = llama.tokenizer
+    pairs = [(p, o) for p in PROMPTS for o in ("A", " B", "财务状况", "")] + [("答案： ", "A"), ("", "银行")]
+    for context, option in pairs:
+        assert encode_pair(tokenizer, context, option, add_bos) == reference_pair(tokenizer, context, option, add_bos)
+    # the tokenizer does have a BOS, so its absence without add_bos is a real check
+    bos = tokenizer.bos_token_id
+    assert bos is not None and encode_pair(tokenizer, PROMPTS[2], "A")[0][0] != bos
+    assert encode_pair(tokenizer, PROMPTS[2], "A", add_bos=True)[0][0] == bos
 
 
 @pytest.mark.parametrize("add_bos", [False, True])

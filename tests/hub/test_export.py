@@ -97,7 +97,10 @@ def remote(exports, run_dir, tmp_path_factory):
 
 
 def test_run_export_holds_exactly_the_model_files(run_export, run_dir):
-    names = sorted(p.name for p in run_export.iterdir())
+    from yunshan.hub import EXPORT_MARKER
+
+    names = sorted(p.name for p in run_export.iterdir() if p.name != EXPORT_MARKER)
+    assert sorted(json.loads((run_export / EXPORT_MARKER).read_text())["files"]) == names
     shards = [n for n in names if re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", n)]
     assert len(shards) >= 3  # 60KB shards of a ~200KB model
     assert sorted(set(names) - set(shards)) == [
@@ -193,7 +196,7 @@ def test_dtype_conversion_is_exact_and_recorded(exports, llama_dir):
 def test_adapter_export(exports, run_dir):
     folder = exports["adapter"]
     assert sorted(p.name for p in folder.iterdir()) == [
-        "README.md", "adapter_config.json", "adapter_model.safetensors", "chat_template.jinja",
+        ".yunshan_export.json", "README.md", "adapter_config.json", "adapter_model.safetensors", "chat_template.jinja",
         "generation_config.json", "recipe.yaml", "tokenizer.json", "tokenizer_config.json"]
     assert (folder / "adapter_model.safetensors").read_bytes() == (
         run_dir / "04_sft" / "adapter" / "adapter_model.safetensors").read_bytes()
@@ -219,31 +222,65 @@ def test_a_failed_export_leaves_out_untouched(run_dir, tmp_path, monkeypatch):
     import yunshan.hub
 
     out = tmp_path / "published"
-    out.mkdir()
-    (out / "keep.txt").write_text("previous export")
+    export_model(run_dir, out, license="mit")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def broken(*args):
         raise RuntimeError("export check: simulated failure")
 
     monkeypatch.setattr(yunshan.hub, "check_tokenizer", broken)
     with pytest.raises(RuntimeError, match="simulated failure"):
-        export_model(run_dir, out, overwrite=True, license="mit")
+        export_model(run_dir, out, overwrite=True, license="apache-2.0")
     with pytest.raises(RuntimeError, match="simulated failure"):
         export_model(run_dir, tmp_path / "new", license="mit")
-    assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "previous export"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["published"]  # no partial folder left behind
 
 
 def test_an_existing_out_needs_overwrite(run_dir, tmp_path):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "x").write_text("x")
+    export_model(run_dir, out, license="mit")
     with pytest.raises(ValueError, match="already exists; pass --overwrite"):
         export_model(run_dir, out, license="mit")
+    (out / "README.md").write_text("stale card")
     export_model(run_dir, out, license="mit", overwrite=True)
-    assert not (out / "x").exists() and (out / "README.md").is_file()
+    assert (out / "README.md").read_text() != "stale card"
     assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
     assert all(oct(p.stat().st_mode & 0o666) == oct(0o666 & ~_umask()) for p in out.iterdir())
+
+
+def test_overwrite_removes_only_a_previous_export(run_dir, tmp_path, capsys):
+    """--overwrite never deletes the source, a folder holding it, a plain file, or a folder (even a previous export)
+    holding files yunshan export did not write: each is refused in one line and left as it was."""
+    parent = tmp_path / "parent"
+    run = parent / "run"
+    shutil.copytree(run_dir, run)
+    (parent / "notes.txt").write_text("the user's own file")
+    plain = tmp_path / "model.bin"
+    plain.write_bytes(b"not a folder")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "draft.md").write_text("a folder of the user's")
+    previous = tmp_path / "previous"
+    export_model(run_dir, previous, license="mit")
+    (previous / "extra.txt").write_text("added by hand after the export")
+
+    def snapshot():
+        return {p: p.read_bytes() for root in (parent, plain, mine, previous)
+                for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file()}
+
+    before = snapshot()
+    for out, message in [(parent, "contains the source"), (run, "contains the source"),
+                         (run / "04_sft", "inside the model folder"), (plain, "is a file"),
+                         (mine, "not a folder written by yunshan export"),
+                         (previous, "extra.txt, which yunshan export did not write")]:
+        assert main(["export", str(run), "--out", str(out), "--overwrite", "--license", "mit"]) == 1, out
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (out, err)
+    assert snapshot() == before
+    (previous / "extra.txt").unlink()
+    assert main(["export", str(run), "--out", str(previous), "--overwrite", "--license", "apache-2.0"]) == 0
+    assert "license: apache-2.0" in (previous / "README.md").read_text()
 
 
 def _umask() -> int:

@@ -194,6 +194,15 @@ def test_cpt_trains_a_hub_id_and_keeps_the_id_in_its_recipe(hub, tmp_path, capsy
     saved = yaml.safe_load((out / "recipe.yaml").read_text())
     assert saved["model"]["name_or_path"] == REPO and saved["model"]["revision"] == "v1"
     assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "llama"
+    # A rerun of the finished run is recognised before the id is resolved: no Hub request, nothing written.
+    capsys.readouterr()
+    requests, weights = len(hub.requests), (out / "model.safetensors").stat().st_mtime_ns
+    assert main(["cpt", "--config", str(recipe)]) == 0
+    assert "already finished" in capsys.readouterr().out
+    assert len(hub.requests) == requests and (out / "model.safetensors").stat().st_mtime_ns == weights
+    # The revision is part of the model: resuming with another one is refused, naming the field.
+    assert main(["cpt", "--config", str(recipe), "model.revision=main", "training.max_steps=3"]) == 1
+    assert 'model.revision "v1" -> "main"' in capsys.readouterr().err and len(hub.requests) == requests
 
 
 def test_model_info_and_upcycle_take_a_hub_id(hub, tmp_path, capsys):

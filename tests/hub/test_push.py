@@ -30,7 +30,11 @@ def hub(monkeypatch, tmp_path):
 
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    """What a push must upload: every file of the export but its marker (yunshan.hub.EXPORT_MARKER)."""
+    from yunshan.hub import EXPORT_MARKER
+
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and p.name != EXPORT_MARKER}
 
 
 def files_containing(root: Path, needle: bytes, since: float) -> list[Path]:
@@ -183,3 +187,34 @@ def test_xet_stays_on_for_huggingface_co(run_export, monkeypatch):
     assert seen == [("https://huggingface.co", False, False), ("https://huggingface.co", False, False),
                     ("http://127.0.0.1:1", True, False)]
     assert constants.HF_HUB_DISABLE_XET is False and constants.HF_HUB_OFFLINE is True  # restored afterwards
+
+
+def test_a_plain_http_endpoint_elsewhere_is_refused_before_the_token_leaves(run_export, monkeypatch, capsys):
+    """The token rides in every request's headers: plain http:// goes only to this machine unless the user says the
+    network is trusted (--allow-insecure-endpoint)."""
+    from huggingface_hub import HfApi
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    sent = []
+
+    def create_repo(self, *args, **kwargs):
+        sent.append(self.endpoint)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    assert main(["push", str(run_export), "--repo-id", "org/yunshan-tiny", "--endpoint", "http://hub.example.org"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "plain http: the token would cross the network in clear text" in err
+    assert "--allow-insecure-endpoint" in err and TOKEN not in err
+    with pytest.raises(PushError, match="is not a Hub URL"):
+        push_folder(run_export, "org/yunshan-tiny", endpoint="ftp://hub.example.org")
+    assert sent == []
+    # this machine, https, or an explicit opt-in: the request is made
+    for endpoint, allow in [("http://localhost:1", False), ("http://[::1]:1", False), ("https://hub.example.org", False),
+                            ("http://hub.example.org", True)]:
+        with pytest.raises(PushError, match="stop here"):
+            push_folder(run_export, "org/yunshan-tiny", endpoint=endpoint, allow_insecure_endpoint=allow)
+    assert sent == ["http://localhost:1", "http://[::1]:1", "https://hub.example.org", "http://hub.example.org"]
+    assert main(["push", str(run_export), "--repo-id", "org/yunshan-tiny", "--endpoint", "http://hub.example.org",
+                 "--allow-insecure-endpoint"]) == 1
+    assert "stop here" in capsys.readouterr().err and sent[-1] == "http://hub.example.org"

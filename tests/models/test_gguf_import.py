@@ -173,3 +173,49 @@ def test_unsupported_architecture_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="architecture 'notanarch' cannot be read by transformers"):
         import_gguf(tmp_path / "odd.gguf", tmp_path / "out", log=lambda *a: None)
     assert not (tmp_path / "out").exists()
+
+
+def test_overwrite_replaces_only_an_earlier_import(tiny_gguf, tmp_path, capsys):
+    """--overwrite follows export's rule: only a folder written by import-gguf (its report lists its files) and
+    holding nothing else is replaced; a user's folder, a file, or a folder holding the GGUF file is refused in one
+    line and left as it was."""
+    from yunshan.cli import main
+
+    path, _, _ = tiny_gguf
+    out = tmp_path / "model"
+
+    def refused(target, expected):
+        assert main(["model", "import-gguf", str(path), str(target), "--overwrite"]) == 1
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and err.count("\n") == 1, err
+
+    # A user's folder without an import report: nothing in it is removed.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    (mine / "notes.txt").write_text("keep me")
+    refused(mine, "not a folder written by yunshan model import-gguf")
+    assert sorted(p.name for p in mine.iterdir()) == ["config.json", "notes.txt"]
+    # A file at OUT stays a file.
+    plain = tmp_path / "plain"
+    plain.write_text("a file")
+    refused(plain, "is a file")
+    assert plain.read_text() == "a file"
+    # OUT holding the GGUF file itself.
+    refused(path.parent, "holds the GGUF file")
+    assert path.is_file()
+
+    assert main(["model", "import-gguf", str(path), str(out)]) == 0
+    capsys.readouterr()  # the import's progress bars
+    listed = json.loads((out / "yunshan_import.json").read_text())["files"]
+    assert set(listed) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    # An earlier import with a user's file added: refused, both kept.
+    (out / "eval_notes.md").write_text("mine")
+    refused(out, "holds eval_notes.md, which yunshan model import-gguf did not write")
+    assert (out / "eval_notes.md").read_text() == "mine" and (out / "model.safetensors").is_file()
+    (out / "eval_notes.md").unlink()
+    # An earlier import alone: replaced.
+    before = (out / "model.safetensors").stat().st_mtime_ns
+    assert main(["model", "import-gguf", str(path), str(out), "--overwrite"]) == 0
+    assert (out / "model.safetensors").stat().st_mtime_ns != before
+    capsys.readouterr()

@@ -138,12 +138,41 @@ def test_out_is_never_half_written(capsys, llama3, corpus, tmp_path):
     code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out)
     assert code == 1 and "exists and is not empty; pass --overwrite" in err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    (out / "keep.txt").unlink()
+    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     # A failure late in the run (after the corpus was read) leaves --out as it was, and no temporary folder behind.
     code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--overwrite", "--words", "builtin:all",
                               "--new-tokens", "5")
-    assert code == 1 and [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert code == 1 and {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--overwrite")
+    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--overwrite", "--new-tokens", "7")
     assert code == 0, err
-    assert "keep.txt" not in [p.name for p in out.iterdir()] and (out / "tokenizer.json").is_file()
+    assert (out / "tokenizer.json").read_bytes() != before["tokenizer.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_overwrite_replaces_only_an_earlier_extension(capsys, llama3, corpus, tmp_path):
+    """--overwrite never deletes what the extension did not write: a user's folder, a file added to an extension,
+    or the base tokenizer and corpus inside --out."""
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "notes.txt").write_text("user data")
+    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], parent, "--overwrite")
+    assert code == 1 and f"--out {parent} is not a folder written by yunshan tokenizer extend" in err
+    assert err.count("\n") == 1 and [p.name for p in parent.iterdir()] == ["notes.txt"]
+    (parent / "notes.txt").unlink()
+    base = parent / "base"
+    base.mkdir()
+    for f in llama3.iterdir():
+        (base / f.name).write_bytes(f.read_bytes())
+    code, _, err = run_extend(capsys, base, [corpus["domain"]], parent, "--overwrite")
+    assert code == 1 and f"--out {parent} holds the base tokenizer {base}: replacing --out would delete it" in err
+    assert (base / "tokenizer.json").is_file()
+    out = tmp_path / "ext"
+    assert run_extend(capsys, llama3, [corpus["domain"]], out)[0] == 0
+    (out / "mine.txt").write_text("user data")
+    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--overwrite")
+    assert code == 1 and "holds mine.txt, which yunshan tokenizer extend did not write" in err
+    assert (out / "mine.txt").read_text() == "user data"

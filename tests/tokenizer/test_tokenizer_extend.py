@@ -75,6 +75,23 @@ def test_loads_offline_with_auto_tokenizer_and_keeps_base_ids_special_tokens_and
         assert new.chat_template == base.chat_template and type(new).__name__ == "LlamaTokenizer"
 
 
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "sentencepiece"])  # a .model has pieces, not merges
+def test_every_base_merge_is_kept_in_order_before_the_new_ones(kind, bases, extended):
+    """The base's merges are the first merges of the extension, all of them, in their order (new ones after).
+
+    Checked on the merge lists themselves: a Llama-3-style base sets ignore_merges, so any text whose word is in
+    the vocabulary never consults the merges, and a dropped base merge would pass every encoding test of common
+    text; it would still change how other words split."""
+    out, report = extended[kind]
+    base = load_base_tokenizer(bases[kind])
+    new = load_base_tokenizer(out)
+    assert base.merges, kind  # every kind here is a BPE with merges
+    assert new.merges[:len(base.merges)] == base.merges
+    assert len(new.merges) > len(base.merges) and new.ignore_merges == base.ignore_merges
+    if kind == "byte_level_llama3":
+        assert base.ignore_merges
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_dead_tokens(kind, extended):
     """Every new token comes out of the encoder for its own text (model-level for in-word pieces)."""

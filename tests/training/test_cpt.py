@@ -518,3 +518,84 @@ def test_bf16_losses_follow_fp32(setup, tmp_path):
     assert all(abs(a - b) <= 0.02 * a for a, b in zip(fp32, bf16)), (fp32, bf16)
     assert abs(bpc16 - bpc32) <= 0.02 * bpc32
     assert fp32 != bf16  # bf16 really ran
+
+
+def _weights_equal(a: Path, b: Path) -> bool:
+    wa, wb = load_file(a), load_file(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
+    """A second `yunshan cpt` of a finished run says so and exits 0 without a step: the weights, report and log are
+    the bytes the first run wrote, and no checkpoint past max_steps appears."""
+    data = recipe_dict(setup, tmp_path / "run", max_steps=4, save_steps=2)
+    data["monitor"] = {"every_steps": 0}
+    path = write_recipe(tmp_path / "run.yaml", data)
+    run_cpt(load_recipe(CptArgs, path))
+    run = tmp_path / "run"
+    before = {name: (run / name).read_bytes() for name in ("model.safetensors", "data_report.json", "log.jsonl")}
+    again = subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "already finished" in again.stdout and "4 of 4 steps" in again.stdout
+    assert {name: (run / name).read_bytes() for name in before} == before
+    assert latest_complete_checkpoint(run / "checkpoints").name == "checkpoint-4"
+
+
+def test_a_kill_after_the_last_checkpoint_finishes_with_the_uninterrupted_weights(setup, tied_llama, tmp_path):
+    """Killed after the checkpoint of the last step but before the final save, the rerun saves that checkpoint's
+    weights: exactly an uninterrupted run's, no extra step. With the embedding warm-up the last step is
+    warmup.steps + training.max_steps."""
+    base, tok_ext = tied_llama
+    recipes = {}
+    for name in ("a", "b"):
+        data = recipe_dict(setup, tmp_path / name, max_steps=2, save_steps=2)
+        data["model"] = {"name_or_path": str(base)}
+        data["tokenizer"] = {"path": str(tok_ext)}
+        data["monitor"]["every_steps"] = 0
+        data["warmup"] = {"steps": 2, "fit_sequences": 4, "until_base_bpc": False}
+        recipes[name] = load_recipe(CptArgs, data=data)
+    run_cpt(recipes["a"])
+    run_cpt(recipes["b"])
+    b = tmp_path / "b"
+    for name in ("model.safetensors", "data_report.json"):
+        (b / name).unlink()  # as if killed between the final checkpoint and the final save
+    summary = run_cpt(recipes["b"])
+    assert summary["steps"] == 4
+    assert _weights_equal(tmp_path / "a/model.safetensors", b / "model.safetensors")
+    assert latest_complete_checkpoint(b / "checkpoints").name == "checkpoint-4"
+    ra = json.loads((tmp_path / "a/data_report.json").read_text())
+    rb = json.loads((b / "data_report.json").read_text())
+    assert rb["steps"] == ra["steps"] == 4 and rb["tokens_trained"] == ra["tokens_trained"]
+    assert rb["embedding_warmup"]["steps"] == ra["embedding_warmup"]["steps"] == 2
+
+
+def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(setup, tmp_path):
+    """Resuming with another seq_len, source weight, data seed or a shorter run is refused in one line listing the
+    changed fields (nothing is trained); logging and a longer run are allowed and recorded in the data report."""
+    import shutil
+
+    data = recipe_dict(setup, tmp_path / "run", max_steps=4, save_steps=2)
+    data["monitor"] = {"every_steps": 0}
+    path = write_recipe(tmp_path / "run.yaml", data)
+    run_cpt(load_recipe(CptArgs, path))
+    run = tmp_path / "run"
+    shutil.rmtree(run / "checkpoints/checkpoint-4")  # as if killed after checkpoint 2
+    for name in ("model.safetensors", "data_report.json"):
+        (run / name).unlink()
+    changed = subprocess.run(YUNSHAN + ["cpt", "--config", str(path), "data.seq_len=32", "data.sources.long.weight=0.7",
+                                        "data.seed=1", "training.max_steps=3"], capture_output=True, text=True)
+    assert changed.returncode == 1 and "Traceback" not in changed.stderr
+    assert len(changed.stderr.strip().splitlines()) == 1, changed.stderr
+    for change in ("data.seq_len 64 -> 32", "data.sources.long.weight 0.5 -> 0.7", "data.seed 0 -> 1",
+                   "training.max_steps 4 -> 3"):
+        assert change in changed.stderr, change
+    assert "checkpoint-2" in changed.stderr and "training.resume=never" in changed.stderr
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["checkpoint-2"]
+    summary = run_cpt(load_recipe(CptArgs, path, ["training.logging_steps=1", "training.max_steps=6"]))
+    assert summary["steps"] == 6
+    report = json.loads((run / "data_report.json").read_text())
+    assert report["resumes"] == [{"step": 2, "checkpoint": "checkpoint-2", "changes": {
+        "training.logging_steps": [4, 1], "training.max_steps": [4, 6]}}]
+    assert report["tokens_trained"] == 6 * 4 * 64
+    log = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if r.get("event") == "resume"] == [2]

@@ -296,3 +296,48 @@ def test_sft_after_cpt_keeps_the_trained_rows_of_the_extension(task, tmp_path):
     after = load_file(tmp_path / "sft/model.safetensors")["model.embed_tokens.weight"]
     assert after.shape == trained.shape
     assert torch.equal(after, trained)  # every row, the extension's included, exactly as cpt left it
+
+
+def test_a_finished_run_is_left_alone_and_a_kill_before_the_final_save_finishes_exactly(task, tmp_path):
+    """Rerunning a finished SFT run takes no step and rewrites nothing; a run killed after its last checkpoint but
+    before the final save ends with exactly the weights of an uninterrupted one."""
+    from safetensors.torch import load_file
+
+    from yunshan.training.checkpoints import latest_complete_checkpoint
+
+    root, _ = task
+    recipes = {name: recipe(root, tmp_path / name) for name in ("a", "b")}
+    for r in recipes.values():
+        r.training.max_steps, r.training.save_steps = 4, 2
+    run_sft(recipes["a"])
+    run_sft(recipes["b"])
+    b = tmp_path / "b"
+    before = {name: (b / name).read_bytes() for name in ("model.safetensors", "data_report.json", "log.jsonl")}
+    summary = run_sft(recipes["b"])
+    assert summary["steps"] == 4 and summary.get("already_finished")
+    assert {name: (b / name).read_bytes() for name in before} == before
+    for name in ("model.safetensors", "data_report.json"):
+        (b / name).unlink()  # as if killed between the final checkpoint and the final save
+    assert run_sft(recipes["b"])["steps"] == 4
+    assert latest_complete_checkpoint(b / "checkpoints").name == "checkpoint-4"
+    wa, wb = load_file(tmp_path / "a/model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert json.loads((b / "data_report.json").read_text())["steps"] == 4
+
+
+def test_a_resume_refuses_a_changed_recipe(task, tmp_path):
+    """A resumed SFT run with another max_length or learning rate stops before training, naming both changes."""
+    import shutil
+
+    from yunshan.training.resume import ResumeError
+
+    root, _ = task
+    first = recipe(root, tmp_path / "run")
+    first.training.max_steps, first.training.save_steps = 4, 2
+    run_sft(first)
+    shutil.rmtree(tmp_path / "run/checkpoints/checkpoint-4")
+    (tmp_path / "run/data_report.json").unlink()
+    again = recipe(root, tmp_path / "run", max_length=48)
+    again.training.max_steps, again.training.save_steps, again.training.learning_rate = 4, 2, 1e-3
+    with pytest.raises(ResumeError, match=r"data.max_length 64 -> 48, training.learning_rate 0.003 -> 0.001"):
+        run_sft(again)

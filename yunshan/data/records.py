@@ -9,7 +9,9 @@ files through `read_records`: .jsonl, .json (a list, {"data": [...]}, or JSON Li
 ships them), .csv, .parquet and .txt, each optionally compressed (.gz, .zst, .xz, .bz2), and .zip archives of them
 (members in name order). A record that cannot be read is not raised but yielded as a `BadRecord` naming its reason
 (one of BAD_REASONS), field and what was found, so each caller applies its `on_bad_record` policy (`fail_or_count`):
-stop with file, line and field, or count by reason.
+stop with file, line and field, or count by reason. A file that breaks off (a truncated or corrupt .gz/.zst/.xz/.bz2
+stream, a damaged .zip or parquet file) yields the records read up to there and then one `corrupt_file` record, so
+a skipping run counts it in its report instead of ending the file early without a word.
 
 Reading resumes from a position (jsonl and txt: byte offset and line; the others: row), which a training run keeps
 in its checkpoints; compressed files are decompressed forward to the offset, never re-parsed from a line count.
@@ -58,6 +60,7 @@ BAD_REASONS = {
     "empty_assistant": "an empty assistant turn",
     "bad_answer": "an exam answer that is not among the options",
     "unknown_shape": "a record of none of the shapes the converter knows",
+    "corrupt_file": "a compressed file, archive or parquet file that breaks off or cannot be decoded from here on",
 }
 
 
@@ -127,7 +130,8 @@ def is_readable(path: str) -> bool:
 
 
 def open_binary(path: str, compression: str | None, raw=None):
-    """A binary stream of the file's (decompressed) bytes; `raw` instead of opening `path` (a zip member)."""
+    """A binary stream of the file's (decompressed) bytes; `raw` instead of opening `path` (an open file or a zip
+    member)."""
     raw = raw if raw is not None else open(path, "rb")
     if compression == "gz":
         return gzip.GzipFile(fileobj=raw)
@@ -136,11 +140,52 @@ def open_binary(path: str, compression: str | None, raw=None):
     if compression == "bz2":
         return bz2.BZ2File(raw)
     if compression == "zst":
+        return io.BufferedReader(_ZstdReader(raw))  # line iteration needs a buffered reader
+    return raw
+
+
+class _ZstdReader(io.RawIOBase):
+    """The decompressed bytes of a .zst file, every frame of it, raising EOFError when the file ends inside a frame.
+
+    zstandard's own stream_reader ends quietly where a cut-short file ends, so the rest of the corpus would vanish
+    without a word; its decompressobj says whether a frame ended (`eof`) and what follows it (`unused_data`)."""
+
+    def __init__(self, raw):
         import zstandard
 
-        # Line iteration needs a buffered reader on top of zstd's raw stream reader.
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
-    return raw
+        super().__init__()
+        self._raw, self._new = raw, zstandard.ZstdDecompressor().decompressobj
+        self._frame = self._new()
+        self._in_frame = False  # bytes of the current frame have been fed and its end not yet seen
+        self._out, self._at = b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._at >= len(self._out):
+            chunk = self._raw.read(1 << 16)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("the zstd stream ends inside a frame (the file is cut short)")
+                return 0
+            pieces = []
+            while chunk:
+                if self._frame.eof:
+                    self._frame = self._new()
+                pieces.append(self._frame.decompress(chunk))
+                self._in_frame = not self._frame.eof
+                chunk = self._frame.unused_data if self._frame.eof else b""
+            self._out, self._at = b"".join(pieces), 0
+        n = min(len(buffer), len(self._out) - self._at)
+        buffer[:n] = self._out[self._at:self._at + n]
+        self._at += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 def skip_bytes(f, n: int) -> None:
@@ -182,7 +227,12 @@ def read_records(path: str, fmt: str = "auto", *, txt_document: str = "paragraph
 
 
 def _read_zip(path, fmt, txt_document, text_field, csv_columns):
-    with zipfile.ZipFile(path) as archive:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, EOFError) as err:
+        yield path, BadRecord("corrupt_file", None, f"not a readable .zip archive: {err}", path), {}
+        return
+    with archive:
         members = [m for m in sorted(archive.namelist()) if not m.endswith("/") and is_readable(m)
                    and not m.lower().endswith(".zip")]
         if not members:
@@ -191,12 +241,66 @@ def _read_zip(path, fmt, txt_document, text_field, csv_columns):
                              "give the files with their format")
         for member in members:
             member_fmt, compression = format_of(member, fmt)
-            with archive.open(member) as raw:
-                yield from _read(member, f"{path}!{member}", member_fmt, compression, raw, txt_document, text_field,
-                                 {}, csv_columns)
+            display = f"{path}!{member}"
+            try:
+                raw = archive.open(member)
+            except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as err:
+                yield display, BadRecord("corrupt_file", None, f"the archive member cannot be read: {err}",
+                                         display), {}
+                continue
+            with raw:
+                yield from _read(member, display, member_fmt, compression, raw, txt_document, text_field, {},
+                                 csv_columns)
+
+
+def _decoding_errors(fmt: str, compression: str | None) -> tuple[type[BaseException], ...]:
+    """What a decompressor or parser raises on damaged bytes (gzip: BadGzipFile, an OSError, or EOFError when the
+    stream is cut short; zlib.error; lzma.LZMAError; bz2 OSError; zstandard.ZstdError; zipfile.BadZipFile for a bad
+    member CRC; pyarrow's ArrowException)."""
+    import zlib
+
+    errors: list[type[BaseException]] = [OSError, EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile]
+    if compression == "zst":
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    if fmt == "parquet":
+        import pyarrow
+
+        errors.append(pyarrow.ArrowException)
+    return tuple(errors)
 
 
 def _read(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns):
+    """The records of one file; a file that breaks off ends with one corrupt_file record at the place it broke."""
+    raw_given = raw is not None
+    if raw is None:
+        raw = open(path, "rb")  # not guarded: a missing or unreadable file is an error of its own (OSError)
+    errors = _decoding_errors(fmt, compression)
+    last: tuple[str, Any, dict] | None = None
+    try:
+        for last in _read_opened(path, display, fmt, compression, raw, txt_document, text_field, position,
+                                 csv_columns):
+            yield last
+    except errors as err:
+        where, after = _break_point(display, fmt, last, position)
+        what = f"{compression} stream" if compression else "archive member" if raw_given else f"{fmt} file"
+        detail = f"the {what} breaks off or is damaged here ({type(err).__name__}: {err}); nothing after it is read"
+        yield where, BadRecord("corrupt_file", None, " ".join(detail.split()), where), after
+    finally:
+        raw.close()
+
+
+def _break_point(display: str, fmt: str, last, position: dict) -> tuple[str, dict]:
+    """Where a damaged file stops being readable: the line (or row) after the last record read, and the position
+    after that record (resuming there meets the damage again, so it is counted once per pass)."""
+    after = last[2] if last is not None else dict(position)
+    if fmt in ("jsonl", "txt"):
+        return f"{display}:{after.get('line', 0) + 1}", after
+    return f"{display}: {'record' if fmt == 'json' else 'row'} {after.get('row', 0)}", after
+
+
+def _read_opened(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns):
     if fmt == "parquet":
         yield from _parquet_records(path, display, compression, raw, position)
         return
@@ -362,11 +466,12 @@ def _csv_records(stream, display, row: int, csv_columns):
 def _parquet_records(path, display, compression, raw, position):
     import pyarrow.parquet as pq
 
-    if compression or raw is not None:  # parquet needs random access: a compressed file or zip member in memory
+    if compression or not isinstance(raw, io.BufferedReader):
+        # parquet needs random access: a compressed file or a zip member is read into memory
         with open_binary(path, compression, raw) as f:
             source = io.BytesIO(f.read())
     else:
-        source = path
+        source = raw
     pf = pq.ParquetFile(source)
     row = position.get("row", 0)
     start_group, seen = 0, 0

@@ -46,7 +46,9 @@ class ImportGgufArgs:
 
     gguf_file: str = field(metadata={"help": "the .gguf file (quantised files are dequantised to float32)"})
     out: str = field(metadata={"help": "output folder (written only when the whole import succeeded)"})
-    overwrite: bool = field(default=False, metadata={"help": "replace a non-empty output folder"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace OUT if it is an earlier import (its yunshan_import.json lists its files; nothing else is "
+                "ever removed)"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -95,16 +95,15 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from yunshan.folders import check_output_folder
+    from yunshan.remote_code import refuse_remote_code
+
     src = Path(gguf_file)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such GGUF file")
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it")
-    if out.resolve() == src.parent.resolve() or src.resolve().is_relative_to(out.resolve()):
-        raise ValueError(f"{out} holds the GGUF file itself; choose another output folder")
+    check_out(out, src, overwrite)
+    check_output_folder(out, "OUT")  # a path through a file, or a folder this user cannot write: before the load
     started = time.perf_counter()
     meta = read_gguf_metadata(src)
     arch = meta.get("general.architecture")
@@ -113,10 +112,17 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
         raise ValueError(f"{src}: GGUF architecture {arch!r} cannot be read by transformers "
                          f"(it reads: {', '.join(supported)})")
     log(f"reading {src.name}: {arch}, tensors {', '.join(meta['_tensor_types'])} (dequantised to float32)")
+    # The GGUF file's folder may hold a config.json or tokenizer_config.json with an auto_map: its code never runs.
+    never = ("yunshan model import-gguf never runs a folder's code (the GGUF file holds the whole model): move "
+             "the .gguf file to a folder of its own")
     try:
-        model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+        with refuse_remote_code(src.parent, None, never):
+            model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32,
+                                                         trust_remote_code=False)
+            tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, trust_remote_code=False)
     except (ValueError, KeyError, NotImplementedError, RuntimeError) as err:
+        if "import-gguf never runs" in str(err):
+            raise
         raise ValueError(f"{src}: transformers could not load this GGUF file ({type(err).__name__}: {err})") from None
     # The GGUF quantizer stays attached after dequantisation and blocks save_pretrained; the weights are plain now.
     model.hf_quantizer = None
@@ -156,6 +162,8 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
             "tensor_types": meta["_tensor_types"], "dtype": "float32",
             "gguf_metadata": {k: v for k, v in meta.items() if not k.startswith("_") and k != "tokenizer.chat_template"},
             "repairs": repairs, "notes": notes,
+            # what a later --overwrite may replace (check_out): every file this import wrote, this report included
+            "files": sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), IMPORT_REPORT]),
         }
         (tmp / IMPORT_REPORT).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str) + "\n",
                                          encoding="utf-8")
@@ -175,6 +183,48 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
         f"{report['vocab_size']:,}, tied embeddings {report['tie_word_embeddings']} "
         f"in {time.perf_counter() - started:.1f}s")
     return report
+
+
+# What an import writes, for a report of an older yunshan that did not list its files (fnmatch patterns).
+IMPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model*.safetensors", "model.safetensors.index.json",
+                        "tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                        "vocab.json", "merges.txt", IMPORT_REPORT)
+
+
+def check_out(out: Path, src: Path, overwrite: bool) -> None:
+    """Refuse an OUT the import may not write or replace, before anything is read or written: a file; a folder
+    holding the GGUF file; a non-empty folder without --overwrite; and with --overwrite anything but an earlier
+    import (its IMPORT_REPORT lists the files it wrote) holding nothing else. So an import never deletes a user's
+    files, the same rule as `yunshan export` and `yunshan tokenizer extend`."""
+    import fnmatch
+
+    if out.is_file() or (out.is_symlink() and not out.is_dir()):
+        raise ValueError(f"OUT {out} is a file; give the path of a folder to create (an earlier import is replaced "
+                         "with --overwrite)")
+    if src.resolve().is_relative_to(out.resolve()):
+        raise ValueError(f"OUT {out} holds the GGUF file {src}; replacing it would delete the file: choose another "
+                         "output folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ValueError(f"OUT {out} exists and is not empty; pass --overwrite to replace an earlier import")
+    report = out / IMPORT_REPORT
+    if not report.is_file():
+        raise ValueError(f"OUT {out} is not a folder written by yunshan model import-gguf (no {IMPORT_REPORT}); "
+                         "--overwrite replaces only such a folder, never other files: choose another OUT")
+    try:
+        written = json.loads(report.read_text(encoding="utf-8")).get("files")
+    except (ValueError, AttributeError):
+        written = None
+    for path in sorted(out.rglob("*")):
+        name = path.relative_to(out).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            continue  # a folder is judged by the files in it
+        own = name in written if isinstance(written, list) else any(
+            fnmatch.fnmatchcase(name, pattern) for pattern in IMPORT_FILE_PATTERNS)
+        if not own:
+            raise ValueError(f"OUT {out} holds {name}, which yunshan model import-gguf did not write; --overwrite "
+                             "would delete it: move it away or choose another OUT")
 
 
 def _transformers_pre_tokenizers() -> set[str]:

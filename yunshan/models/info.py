@@ -65,7 +65,11 @@ def load_config(preset_or_path: str | os.PathLike) -> PreTrainedConfig:
         raise FileNotFoundError(
             f"{preset_or_path}: neither a preset ({', '.join(known)}) nor a folder with config.json"
         )
-    return AutoConfig.from_pretrained(path, trust_remote_code=False)
+    from yunshan.remote_code import refuse_remote_code
+
+    with refuse_remote_code(path, None, "yunshan model info reads only configs that transformers or yunshan define "
+                                        "and never runs a folder's code"):
+        return AutoConfig.from_pretrained(path, trust_remote_code=False)
 
 
 def count_parameters_by_part(config: PreTrainedConfig) -> dict[str, int]:

@@ -259,12 +259,16 @@ def _check_model(r: PipelineRecipe) -> list[str]:
     if not (model_dir / "config.json").is_file():
         problems.append(f"model.name_or_path: {model_dir} has no config.json")
     else:
+        from yunshan.remote_code import refuse_remote_code
+
         try:
             from transformers import AutoConfig
 
-            AutoConfig.from_pretrained(model_dir, trust_remote_code=r.model.trust_remote_code)
+            with refuse_remote_code(r.model.name_or_path, "model.trust_remote_code: true in the recipe"):
+                AutoConfig.from_pretrained(model_dir, trust_remote_code=r.model.trust_remote_code)
         except Exception as err:  # noqa: BLE001  (reported, not raised: a dry run lists every problem)
-            problems.append(f"model.name_or_path: {model_dir}: {err}")
+            problems.append(f"model.name_or_path: {' '.join(str(err).split())}" if "Python code shipped" in str(err)
+                            else f"model.name_or_path: {model_dir}: {err}")
     if not any((tok / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
         problems.append(f"tokenizer: no tokenizer files in {tok}")
     return problems

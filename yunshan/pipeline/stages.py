@@ -179,14 +179,21 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
     compression = extension.pop("compression", None)
     report = {"extension": extension, **({"compression": compression} if compression else {})}
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
-    sizes = [len(AutoTokenizer.from_pretrained(f)) for f in (layout.base_tokenizer_dir(), str(out))]
+    from yunshan.remote_code import refuse_remote_code
+
+    trust = layout.trained_model(str(out)).trust_remote_code
+    sizes = []
+    for folder in (layout.base_tokenizer_dir(), str(out)):
+        with refuse_remote_code(folder, "model.trust_remote_code: true in the recipe"):
+            sizes.append(len(AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)))
     return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0]}
 
 
 def _eval(layout: RunLayout, e: EvalArgs, stage: str, model_dirs: list[str]) -> dict:
     from yunshan.eval.commands import run_eval
 
-    report = run_eval(dataclasses.replace(e, model=model_dirs, out=str(layout.folder(stage))))
+    trust = e.trust_remote_code or layout.trained_model(model_dirs[0]).trust_remote_code
+    report = run_eval(dataclasses.replace(e, model=model_dirs, out=str(layout.folder(stage)), trust_remote_code=trust))
     return {"results": "results.json", "models": model_dirs, "seconds": report.get("seconds")}
 
 
@@ -314,9 +321,10 @@ def run_export(layout: RunLayout, e: ExportArgs) -> dict:
     push = layout.recipe.push
     options = {f.name: getattr(e, f.name) for f in dataclasses.fields(e) if f.name not in ("source", "out")}
     options.update(name=e.name or layout.recipe.name, repo_id=e.repo_id or (push.repo_id if push else None),
-                   overwrite=True)
+                   overwrite=True,
+                   trust_remote_code=e.trust_remote_code or layout.trained_model(str(out)).trust_remote_code)
     result = export_model(str(layout.out), str(out), **options)
-    return {"files": sorted(p.name for p in out.iterdir()), "bytes": result.get("bytes"),
+    return {"files": sorted(f["path"] for f in result["files"]), "bytes": result.get("bytes"),
             "parameters": result.get("parameters"), "notes": result.get("notes")}
 
 

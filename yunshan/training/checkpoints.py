@@ -4,7 +4,9 @@ Trainer writes `checkpoint-N/` in place and then deletes old checkpoints beyond 
 killed while writing can leave a half-written newest checkpoint and, worse, may already have deleted the last good
 one. `YunshanTrainer` saves with rotation switched off, adds the data stream's position, then writes a
 `COMPLETE` marker (fsynced) and only then deletes old checkpoints, complete ones beyond the limit and any
-incomplete leftovers. `latest_complete_checkpoint` is what `resume: auto` picks.
+incomplete leftovers. `latest_complete_checkpoint` is what `resume: auto` picks. Every checkpoint also records the
+run it belongs to (recipe, total steps: yunshan.training.resume), and `load_final_checkpoint` puts a checkpoint of
+the last step into the Trainer without training (a run killed between that checkpoint and its final save).
 """
 
 from __future__ import annotations
@@ -90,8 +92,9 @@ class YunshanTrainer(Trainer):
     continual pretraining after it; the controller's state is saved in every checkpoint."""
 
     def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
-                 **kwargs):
+                 run_record=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.run_record = run_record  # written into every checkpoint (yunshan.training.resume.RUN_FILE)
         self.data_stream = data_stream
         self.sequences_per_step = sequences_per_step
         self.warmup = warmup
@@ -162,8 +165,28 @@ class YunshanTrainer(Trainer):
             self.data_stream.save_state(folder, self.state.global_step * self.sequences_per_step)
         if self.args.should_save and self.warmup is not None:
             self.warmup.save(folder)
+        if self.args.should_save and self.run_record is not None:
+            from yunshan.training.resume import write_run_file
+
+            write_run_file(folder, self.run_record)
         self.accelerator.wait_for_everyone()
         if self.args.should_save:
             mark_complete(folder, self.state.global_step)
             rotate(run_dir, limit)
         self.accelerator.wait_for_everyone()
+
+
+def load_final_checkpoint(trainer, checkpoint: Path) -> float | None:
+    """Load a checkpoint taken at the run's last step into `trainer` without a training step: its weights (adapters
+    included) and Trainer state, which is what `train()` ends with. Returns the mean of the losses the run logged
+    (its training loss as far as the log shows it), or None."""
+    from transformers.trainer import TRAINER_STATE_NAME, TrainerState
+
+    if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
+        raise ValueError(f"{checkpoint}: the run is at its last step but its final save did not happen; finishing from "
+                         "a DeepSpeed or FSDP checkpoint without training is not supported: load the checkpoint with "
+                         "the same launch and save it, or start over with training.resume=never")
+    trainer._load_from_checkpoint(str(checkpoint))
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME))
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    return sum(losses) / len(losses) if losses else None

@@ -146,11 +146,14 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from transformers import default_data_collator, set_seed
 
     from yunshan.artifacts import write_recipe
+    from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after
+    from yunshan.training.checkpoints import YunshanTrainer, load_final_checkpoint, remove_incomplete_after
     from yunshan.training.embedding_warmup import (
-        FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows)
+        FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
+        warmup_running)
     from yunshan.training.engines import engine_of, final_model, gathered, holds_weights
+    from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
     from yunshan.training.models import (
         apply_lora, grow_embeddings, resolve_sources, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, choose_precision, trainable_summary)
@@ -159,16 +162,26 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     started = time.time()
     train = recipe.training
-    out = Path(train.output_dir)
+    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
     rank_zero = int(os.environ.get("RANK", "0")) == 0
     world = int(os.environ.get("WORLD_SIZE", "1"))
     precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
 
+    sequences_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
+    tokens_per_step = sequences_per_step * recipe.data.seq_len
+    ckpt_dir = out / "checkpoints"
+    resume_from = resolve_resume(train.resume, ckpt_dir)
+    # The monitor only measures, unless an unfinished embedding warm-up ends on its figures.
+    safe = () if resume_from is not None and warmup_running(resume_from) else ("monitor.",)
+    plan = plan_run(recipe, "cpt", out, resume_from, sequences_per_step, safe)
+    if plan.action == "done" and not dry_run:  # before any Hub id is resolved: a finished run touches nothing
+        return finished_summary(out, plan)
+
     # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
     tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
-    base_tokenizer = load_tokenizer(base_path) if base_path else None
+    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
 
     stream = build_stream(recipe, tokenizer)
     heldout = {}
@@ -176,12 +189,6 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         heldout["general"] = read_heldout(recipe.monitor.general, recipe.monitor.max_chars)
     if recipe.monitor.domain:
         heldout["domain"] = read_heldout(recipe.monitor.domain, recipe.monitor.max_chars)
-
-    sequences_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
-    tokens_per_step = sequences_per_step * recipe.data.seq_len
-
-    ckpt_dir = out / "checkpoints"
-    resume_from = resolve_resume(train.resume, ckpt_dir)
 
     if dry_run:  # no weights are loaded: the config is read and the parameters counted on the meta device
         from yunshan.training.models import describe_model
@@ -193,6 +200,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
             "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
             "total_tokens": tokens_per_step * train.max_steps, "resume_from": str(resume_from) if resume_from else None,
+            "run": plan.action,
             "precision": precision, "heldout_sets": list(heldout),
         }
 
@@ -205,6 +213,9 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                          "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
     warmup_steps = warm.steps if warmup_on else 0
     total_steps = train.max_steps + warmup_steps
+    plan = settle(plan, total_steps, out, "cpt")
+    if plan.action == "done":
+        return finished_summary(out, plan)
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines says what that asks of the code below).
     targs = training_arguments(
@@ -252,11 +263,18 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
+        if plan.action == "fresh":
+            start_fresh(ckpt_dir, out)
+        else:
+            remove_incomplete_after(ckpt_dir, plan.step)
+            (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
     if resume_from is not None:
         stream.load_state(resume_from)
         if rank_zero:
-            print(f"resuming from {resume_from} (sequence {stream.mixer.sequence})", flush=True)
+            changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
+                f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
+            what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
+            print(f"{what} {resume_from} (sequence {stream.mixer.sequence}){changes}", flush=True)
     if rank_zero:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
               f"{tokens_per_step:,} tokens per step x {total_steps} steps"
@@ -292,14 +310,21 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
         callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
         log_extras=token_shares,
+        run_record=run_record(recipe, "cpt", total_steps, sequences_per_step, plan.resumes),
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
     if monitor is not None:
         monitor.trainer = trainer
-    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    if plan.action == "finish":
+        train_loss = load_final_checkpoint(trainer, resume_from)
+    else:
+        if plan.action == "resume" and rank_zero:
+            logger.write({"event": "resume", "step": plan.step, "checkpoint": resume_from.name,
+                          "changes": plan.changes})
+        train_loss = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).training_loss
 
-    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
+    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
     trained_sequences = trainer.state.global_step * sequences_per_step
     final = final_model(trainer)  # every process takes part in gathering a sharded model
     if rank_zero:
@@ -321,12 +346,13 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                 report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
         if controller is not None:
             report.embedding_warmup = {**controller.report(tokens_per_step), "fit": fit_report}
-        report.write(out)
+        report.resumes = plan.resumes or None
         if monitor is not None:
             summary["bpc"] = monitor.history
         base_bpc = (report.extension_cost or {}).get("base") if new_ids else None
         plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc,
                            weights={s.name: s.weight for s in recipe.data.sources})
+        report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
         summary.update({"data_report": report, "curves": str(plot), "seconds": time.time() - started})
         print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
               flush=True)

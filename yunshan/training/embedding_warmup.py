@@ -453,6 +453,13 @@ def from_main_process(value):
     return box[0]
 
 
+def warmup_running(checkpoint: Path) -> bool:
+    """Whether a checkpoint was taken inside an embedding warm-up that has not ended (its end may still depend on
+    the forgetting monitor's figures)."""
+    path = Path(checkpoint) / STATE_FILE
+    return path.is_file() and json.loads(path.read_text()).get("switched_at") is None
+
+
 def relative_cost(base: dict, extended: dict) -> dict:
     """Per held-out set: base bits/char, extended bits/char and the relative change (the step-0 cost)."""
     out = {}

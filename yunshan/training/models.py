@@ -19,6 +19,9 @@ logger = logging.getLogger("yunshan")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
+OPT_IN = "model.trust_remote_code=true (in the recipe or as an override)"
+
+
 def has_tokenizer(path: str | os.PathLike) -> bool:
     return any((Path(path) / name).is_file() for name in TOKENIZER_FILES)
 
@@ -59,7 +62,8 @@ def resolve_sources(recipe, weights: bool = True):
         # A model saved by an earlier extended run (SFT after CPT, say) already has trained rows for the extension:
         # growing it again from the original tokenizer would reset those rows to their subword means and undo what
         # continual pretraining taught them. The model's own tokenizer is then the base: only ids past it are new.
-        own, given = len(load_tokenizer(model_dir)), len(load_tokenizer(base_dir))
+        remote = recipe.model.trust_remote_code
+        own, given = len(load_tokenizer(model_dir, remote)), len(load_tokenizer(base_dir, remote))
         if own > given:
             if int(os.environ.get("RANK", "0")) == 0:
                 print(f"note: the model's own tokenizer ({model_dir}) already has {own:,} tokens, more than "
@@ -72,9 +76,16 @@ def resolve_sources(recipe, weights: bool = True):
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
+    from yunshan.folders import readable_by_transformers
+    from yunshan.remote_code import refuse_remote_code
+
     if not Path(path).is_dir() or not has_tokenizer(path):
-        raise FileNotFoundError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        found = "no such folder" if not Path(path).exists() else "not a folder" if not Path(path).is_dir() else (
+            f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
+        raise FileNotFoundError(f"{path}: {found}; give a tokenizer folder written by save_pretrained or a Hub id "
+                                "ORG/NAME")
+    with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "tokenizer"):
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     if tokenizer.eos_token_id is None:
         raise ValueError(f"{path}: the tokenizer has no eos_token; set one (documents are separated by EOS)")
     return tokenizer
@@ -92,13 +103,18 @@ def load_model(model_args, vocab_size: int | None = None):
         model_args.dtype
     ]
     if model_args.name_or_path:
+        from yunshan.folders import check_model_folder, readable_by_transformers
+        from yunshan.remote_code import refuse_remote_code
+
         path = model_args.name_or_path
-        if os.path.isdir(path) and not (Path(path) / "config.json").is_file():
+        check_model_folder(path, "model.name_or_path")
+        if not (Path(path) / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32 if dtype == "auto" else dtype,
-            attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
-        )
+        with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "model"):
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.float32 if dtype == "auto" else dtype,
+                attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
+            )
         return model
     config = preset_config(model_args, vocab_size)
     config._attn_implementation = model_args.attn_implementation
@@ -131,7 +147,10 @@ def describe_model(model_args, vocab_size: int | None = None) -> dict:
         path = Path(model_args.name_or_path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+        from yunshan.remote_code import refuse_remote_code
+
+        with refuse_remote_code(path, OPT_IN):
+            config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
     else:
         config = preset_config(model_args, vocab_size)
     parts = count_parameters_by_part(config)
@@ -201,6 +220,8 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
 
     from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, without_zero_init
 
+    if lora_args.target_modules:
+        check_target_modules(model, lora_args.target_modules)
     target = lora_args.target_modules or "all-linear"
     embed_name = _module_name(model, model.get_input_embeddings())
     head = model.get_output_embeddings()
@@ -232,6 +253,18 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     torch.manual_seed(seed)
     with gathered(matrices), without_zero_init():
         return get_peft_model(model, config)
+
+
+def check_target_modules(model, targets: list[str]) -> None:
+    """Every name in lora.target_modules must select at least one module, as PEFT matches a list: the module's full
+    name or its last dotted parts (PEFT itself would train the others and drop an unmatched name silently)."""
+    names = [name for name, _ in model.named_modules() if name]
+    for target in targets:
+        if not any(name == target or name.endswith("." + target) for name in names):
+            linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if isinstance(module, torch.nn.Linear)})
+            raise ValueError(f"lora.target_modules: {target!r} matches no module of {type(model).__name__}; its "
+                             f"linear modules: {', '.join(linear)}")
 
 
 def _module_name(model, module) -> str:

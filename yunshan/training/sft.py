@@ -273,9 +273,11 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     from yunshan.data.chat import ensure_chat_template
     from yunshan.artifacts import write_recipe
+    from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import remove_incomplete_after
+    from yunshan.training.checkpoints import load_final_checkpoint, remove_incomplete_after
     from yunshan.training.engines import engine_of, final_model
+    from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
     from yunshan.training.models import (
         apply_lora, grow_embeddings, resolve_sources, load_model, load_tokenizer, choose_precision, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
@@ -283,10 +285,20 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 
     started = time.time()
     train = recipe.training
-    out = Path(train.output_dir)
+    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
     rank_zero = int(os.environ.get("RANK", "0")) == 0
     precision, precision_reason = choose_precision(train.precision)
     set_seed(train.seed)
+
+    from accelerate import PartialState
+
+    world = PartialState().num_processes
+    rows_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
+    ckpt_dir = out / "checkpoints"
+    resume_from = resolve_resume(train.resume, ckpt_dir)
+    plan = plan_run(recipe, "sft", out, resume_from, rows_per_step, safe=("data.max_new_tokens",))
+    if plan.action == "done" and not dry_run:  # before any Hub id is resolved: a finished run touches nothing
+        return finished_summary(out, plan)
 
     # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
@@ -294,14 +306,9 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     added_template = ensure_chat_template(tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    base_tokenizer = load_tokenizer(base_path) if base_path else None
+    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
 
     rows, heldout, report = build_sft_data(recipe, tokenizer)
-
-    from accelerate import PartialState
-
-    world = PartialState().num_processes
-    rows_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
     max_steps = train.max_steps
     if train.epochs is not None:
         max_steps = max(1, math.ceil(train.epochs * len(rows) / rows_per_step))
@@ -312,11 +319,13 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         from yunshan.training.models import describe_model
 
         return {**describe_model(model_args, len(tokenizer)), "rows": len(rows), "samples": report.samples,
-                "max_steps": max_steps, "chat_template": "yunshan default" if added_template else "tokenizer's own",
+                "max_steps": max_steps, "run": settle(plan, max_steps, out, "sft").action,
+                "chat_template": "yunshan default" if added_template else "tokenizer's own",
                 "sources": report.to_json()["sources"], "precision": precision}
 
-    ckpt_dir = out / "checkpoints"
-    resume_from = resolve_resume(train.resume, ckpt_dir)
+    plan = settle(plan, max_steps, out, "sft")
+    if plan.action == "done":
+        return finished_summary(out, plan)
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines).
     targs = training_arguments(
@@ -333,9 +342,15 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if rank_zero:
         out.mkdir(parents=True, exist_ok=True)
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        remove_incomplete_after(ckpt_dir, int(resume_from.name.split("-")[1]) if resume_from else None)
-        if resume_from is not None:
-            print(f"resuming from {resume_from}", flush=True)
+        if plan.action == "fresh":
+            start_fresh(ckpt_dir, out)
+        else:
+            remove_incomplete_after(ckpt_dir, plan.step)
+            (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
+            what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
+            changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
+                f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
+            print(f"{what} {resume_from}{changes}", flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
               f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
@@ -346,11 +361,18 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         model=model, args=targs, train_dataset=SftDataset(rows),
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
+        run_record=run_record(recipe, "sft", max_steps, rows_per_step, plan.resumes),
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
-    result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": result.training_loss}
+    if plan.action == "finish":
+        train_loss = load_final_checkpoint(trainer, resume_from)
+    else:
+        if plan.action == "resume" and rank_zero:
+            logger.write({"event": "resume", "step": plan.step, "checkpoint": resume_from.name,
+                          "changes": plan.changes})
+        train_loss = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).training_loss
+    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
     final = final_model(trainer)  # every process takes part in gathering a sharded model
     if rank_zero:
         report.engine = engine.to_dict()
@@ -372,8 +394,9 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
             print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
                   f"{g['reference'][:120]!r})", flush=True)
         report.steps = trainer.state.global_step
-        report.write(out)
+        report.resumes = plan.resumes or None
         plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
+        report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
         summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
         print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
               f"generations.jsonl and curves.png to {out}", flush=True)

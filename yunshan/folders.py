@@ -1,0 +1,98 @@
+"""Folders yunshan reads models and tokenizers from or writes outputs to: one-line errors before the work starts.
+
+    from yunshan.folders import check_model_folder, check_output_folder, readable_by_transformers
+    check_output_folder("runs/cpt", "training.output_dir")        # writable (or creatable) folder, else one line
+    check_model_folder("models/llama", "model.name_or_path")      # an existing folder, else one line
+    with readable_by_transformers("models/llama", "tokenizer"):   # a damaged folder is one line naming the file
+        AutoTokenizer.from_pretrained("models/llama", trust_remote_code=False)
+
+transformers answers a path that does not exist with "Repo id must be in the form ..." or a hub connection error,
+and a damaged tokenizer.json with a KeyError, a TypeError or a bare `Exception` from the tokenizers library; an
+output folder that cannot be written fails only when the first file is saved, after the work. Every yunshan command
+checks its folders here first, so each of these is one line naming the file and what would be valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+# The JSON files transformers reads from a model or tokenizer folder (a damaged one is named with its line).
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+              "special_tokens_map.json", "added_tokens.json", "adapter_config.json")
+
+
+def check_output_folder(path: str | os.PathLike, what: str) -> Path:
+    """`path` as a folder this process can write into: an existing writable folder, or one that can be created
+    (the nearest existing parent is a writable folder). Raises NotADirectoryError / PermissionError in one line
+    naming `what` (the flag or recipe field) otherwise. Creates nothing."""
+    path = Path(path).expanduser()
+    probe = path
+    while not probe.exists() and not probe.is_symlink():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == path else f"is inside {probe}, which is a file"
+        raise NotADirectoryError(f"{what}: {path} {where}; give a folder path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        where = "" if probe == path else f" (its parent {probe} exists)"
+        raise PermissionError(f"{what}: cannot write into {probe}{where}: permission denied; give a folder you "
+                              "can write to")
+    return path
+
+
+def check_model_folder(path: str | os.PathLike, what: str) -> Path:
+    """An existing folder: a local model or tokenizer folder, or the HF cache folder a Hub id resolved to
+    (yunshan.hub_download.resolve_pretrained, which answers a missing id itself). Raises FileNotFoundError in one
+    line naming `what` otherwise."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        found = "is a file, not a folder" if folder.exists() else "does not exist (no such folder)"
+        raise FileNotFoundError(f"{what}: {path} {found}; give a folder written by save_pretrained or a Hub id "
+                                "ORG/NAME")
+    return folder
+
+
+def check_json_files(folder: str | os.PathLike) -> None:
+    """Every JSON file transformers reads from `folder` parses and holds an object; else a ValueError naming the
+    file and line."""
+    for name in JSON_FILES:
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text (byte {err.start}); the file is damaged: restore it from "
+                             "the model's source") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno}); the file is "
+                             "damaged: restore it from the model's source") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object, found a {type(data).__name__}; the file is damaged: "
+                             "restore it from the model's source")
+
+
+@contextlib.contextmanager
+def readable_by_transformers(folder: str | os.PathLike, what: str = "model"):
+    """Around transformers' `from_pretrained` of a local folder: damaged JSON is named by file and line before the
+    load, and whatever the load raises for unreadable contents becomes one ValueError naming the folder (and
+    tokenizer.json for a tokenizer). A refusal to run the folder's own code passes through unchanged
+    (yunshan.remote_code words it)."""
+    check_json_files(folder)
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001  (transformers and tokenizers raise many types for a damaged folder)
+        if isinstance(err, ValueError) and "trust_remote_code" in str(err):
+            raise
+        if isinstance(err, (ImportError, MemoryError)):
+            raise  # a missing package or no memory is not the folder's fault
+        target = Path(folder)
+        if what == "tokenizer" and (target / "tokenizer.json").is_file():
+            target = target / "tokenizer.json"
+        detail = " ".join(f"{type(err).__name__}: {err}".split())
+        raise ValueError(f"{target}: transformers cannot load this {what} ({detail[:300]}); the folder is "
+                         f"incomplete or damaged: give a {what} folder written by save_pretrained") from None
