@@ -55,7 +55,7 @@ def run_pipeline(out: Path, overrides: list[str]) -> dict:
 
 
 def summarise(run: dict) -> dict:
-    stages = run["manifest"]["stages"]
+    stages = {stage["name"]: stage for stage in run["manifest"]["stages"]}  # run.json lists the stages in order
     seconds = {name: stages[name]["seconds"] for name in STAGES if name in stages}
     cpt = stages["cpt"]["summary"]
     return {"seconds": seconds, "total": sum(seconds.values()), "wall": run["wall"],
@@ -67,6 +67,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few steps per stage: checks the script, not speed")
     parser.add_argument("--out", default=str(ROOT / "runs/bench_real_pipeline"), help="folder of the two runs")
+    parser.add_argument("--keep", choices=("fp32", "auto"), action="append", default=[],
+                        help="reuse this side's finished run in --out instead of running it again (after an "
+                             "interrupted benchmark; the two sides then ran at different times)")
     args = parser.parse_args()
     if not (ROOT / "models/smollm2-135m/config.json").is_file():
         print("models/smollm2-135m: no model; run `make real-model` first", file=sys.stderr)
@@ -76,6 +79,12 @@ def main() -> int:
     runs = {}
     for label, overrides in (("fp32", FP32), ("auto", [])):
         folder = out / label
+        if label in args.keep and (folder / "run.json").is_file():
+            manifest = json.loads((folder / "run.json").read_text())
+            if all(stage["status"] == "complete" for stage in manifest["stages"]):
+                print(f"{label}: reusing the finished run in {folder}", flush=True)
+                runs[label] = summarise({"wall": float("nan"), "manifest": manifest})
+                continue
         if folder.exists():
             import shutil
 
