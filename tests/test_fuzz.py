@@ -237,3 +237,31 @@ def test_random_bytes_as_a_tokenizer_corpus_read_or_are_one_line(tmp_path, data,
             assert isinstance(text, str) and text  # blank by the `.txt` rule (ASCII whitespace) is never a document
     except Exception as err:  # noqa: BLE001
         assert_one_line_error(err, path.name)
+
+
+# ---------------------------------------------------------------- what the searches found (kept as fixed examples)
+
+
+@pytest.mark.parametrize("key, value", [("0\n0", "{0"), ("0\n0", "{"), ("0\n0", "\x1f"), ("a\nb.c", "1")])
+def test_an_override_key_with_a_line_break_is_quoted_in_a_one_line_error(tmp_path, key, value):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("training: {max_steps: 3}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        load_recipe(CptArgs, path, [f"{key}={value}"])
+    assert_one_line_error(err.value, repr(key.split(".")[0]) if "." in key else repr(key))
+
+
+def test_a_parquet_string_column_with_broken_utf8_is_a_corrupt_file_record(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"text": ["a", "aa", "aaaabaaaaaaaaa\u3000"]}), good, compression="NONE",
+                   use_dictionary=False)
+    data = good.read_bytes()
+    damaged = tmp_path / "corpus.parquet"
+    # Every copy of the ideographic space (E3 80 80) made the first byte of a 4-byte sequence (F3 80 80: cut short).
+    damaged.write_bytes(data.replace("\u3000".encode(), b"\xf3\x80\x80"))
+    records = read_all(str(damaged))
+    assert isinstance(records[-1], BadRecord) and records[-1].reason == "corrupt_file"
+    assert "corpus.parquet" in records[-1].describe()

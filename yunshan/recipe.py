@@ -224,13 +224,19 @@ class _Builder:
 # ---------------------------------------------------------------- overrides
 
 
+def _shown(text: str) -> str:
+    """`text` as it goes into a one-line error: quoted when it holds a line break or control character."""
+    return text if text.isprintable() else repr(text)
+
+
 def apply_override(data: dict, dotted: str, raw_value: str) -> None:
     """Set `dotted` (e.g. training.learning_rate or data.sources.finance.weight) in the raw recipe dict."""
+    shown = _shown(dotted)
     try:
         value = yaml.safe_load(raw_value) if raw_value != "" else ""
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
-        raise RecipeError(f"override {dotted}={raw_value!r}: not a YAML value ({' '.join(str(problem).split())}); "
+        raise RecipeError(f"override {shown}={raw_value!r}: not a YAML value ({' '.join(str(problem).split())}); "
                           "quote a plain string, for example key='\"text\"'") from None
     keys = dotted.split(".")
     node = data
@@ -244,7 +250,7 @@ def apply_override(data: dict, dotted: str, raw_value: str) -> None:
                 node = node[index]
             continue
         if not isinstance(node, dict):
-            raise RecipeError(f"override {dotted}: {'.'.join(keys[:i])} is not a mapping or list")
+            raise RecipeError(f"override {shown}: {_shown('.'.join(keys[:i]))} is not a mapping or list")
         if last:
             node[key] = value
         else:
@@ -257,13 +263,15 @@ def _list_index(items: list, key: str, path: str) -> int:
     if key.lstrip("-").isdigit():
         index = int(key)
         if not -len(items) <= index < len(items):
-            raise RecipeError(f"override {path}: index {index} out of range (the list has {len(items)} items)")
+            raise RecipeError(f"override {_shown(path)}: index {index} out of range (the list has {len(items)} "
+                              "items)")
         return index
     for i, item in enumerate(items):
         if isinstance(item, dict) and item.get("name") == key:
             return i
     names = [item.get("name") for item in items if isinstance(item, dict) and "name" in item]
-    raise RecipeError(f"override {path}: no item named {key!r}; names: {', '.join(map(str, names)) or 'none'}")
+    raise RecipeError(f"override {_shown(path)}: no item named {key!r}; names: "
+                      f"{', '.join(_shown(str(n)) for n in names) or 'none'}")
 
 
 def parse_overrides(pairs: list[str]) -> list[tuple[str, str]]:

@@ -256,7 +256,7 @@ def _read_zip(path, fmt, txt_document, text_field, csv_columns):
 def _decoding_errors(fmt: str, compression: str | None) -> tuple[type[BaseException], ...]:
     """What a decompressor or parser raises on damaged bytes (gzip: BadGzipFile, an OSError, or EOFError when the
     stream is cut short; zlib.error; lzma.LZMAError; bz2 OSError; zstandard.ZstdError; zipfile.BadZipFile for a bad
-    member CRC; pyarrow's ArrowException)."""
+    member CRC; pyarrow's ArrowException, or UnicodeDecodeError for a damaged string column)."""
     import zlib
 
     errors: list[type[BaseException]] = [OSError, EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile]
@@ -268,6 +268,7 @@ def _decoding_errors(fmt: str, compression: str | None) -> tuple[type[BaseExcept
         import pyarrow
 
         errors.append(pyarrow.ArrowException)
+        errors.append(UnicodeDecodeError)  # a string column whose bytes are not the UTF-8 parquet promises
     return tuple(errors)
 
 
