@@ -112,6 +112,9 @@ class Settings:
     block_size: int = 1024  # documents read, tokenised and shuffled together (data.block_size)
 
 
+# The settings an ablation run depends on (a rerun reuses a finished run when these are unchanged).
+ABLATION_FIELDS = ("vocab_size", "seq_len", "batch_size", "learning_rate", "warmup_steps", "eval_limit", "block_size")
+
 SMOKE = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, intermediate_size=64, aug_reduction=8,
              wide_layers=1, seq_len=64, batch_size=2, vanilla_steps=3, warmup_steps=1, seeds=(0, 1), eval_limit=12,
              decode_rounds=1, decode_tokens=4, replay_domain_steps=3, replay_batch_size=2, replay_seq_len=64,
@@ -256,7 +259,7 @@ def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict
     """One ablation run: train from scratch, then held-out bits/char and d(0.8) per layer."""
     from yunshan.training.cpt import run_cpt
 
-    key = fingerprint(settings=dataclasses.asdict(s), overrides=overrides, steps=steps, seed=seed)
+    key = fingerprint(overrides=overrides, steps=steps, seed=seed, **{f: getattr(s, f) for f in ABLATION_FIELDS})
     done = reuse(out, key)
     if done is not None:
         print(f"seed {seed} {name}: reused {out}", flush=True)
@@ -323,8 +326,9 @@ def decode_ms(model_dirs: dict[str, Path], prompt_text: str, rounds: int, new_to
                    "ratio": statistics.median(b / a for a, b in zip(times[first], t))} for name, t in times.items()}
 
 
-def part_ablation(s: Settings, out: Path) -> dict:
-    """Parts 1 and 2: the five variants at equal FLOPs over the seeds; bits/char, speed, d(0.8) per layer."""
+def plan_models(s: Settings, out: Path) -> tuple[Path, dict, int]:
+    """The base tokenizer (trained once) and each variant's config, parameters, FLOPs per step and steps at
+    vanilla's FLOP budget."""
     from yunshan.tokenizer.train import train_bpe_tokenizer
 
     tok_dir = out / f"tokenizer_{s.vocab_size}"
@@ -340,19 +344,39 @@ def part_ablation(s: Settings, out: Path) -> dict:
     for m in models.values():
         m["steps"] = max(1, round(budget / m["flops_per_step"]))
         m["flops"] = m["steps"] * m["flops_per_step"]
+    return tok_dir, models, budget
+
+
+def run_folder(out: Path, seed: int, name: str) -> Path:
+    return out / "runs" / f"seed{seed}" / name
+
+
+def part_ablation(s: Settings, out: Path) -> dict:
+    """Parts 1 and 2: the five variants at equal FLOPs over the seeds; bits/char, speed, d(0.8) per layer."""
+    tok_dir, models, budget = plan_models(s, out)
     print("equal FLOPs: " + ", ".join(f"{n} {m['parameters'] / 1e6:.3f}M parameters, {m['steps']} steps"
                                       for n, m in models.items()), flush=True)
     runs = {name: {} for name in VARIANTS}
     for seed in s.seeds:  # seeds outside, variants inside: load from other jobs on the machine hits all alike
         for name, m in models.items():
             runs[name][seed] = train_variant(s, name, seed, m["steps"], m["overrides"], tok_dir,
-                                             out / "runs" / f"seed{seed}" / name)
-    first = s.seeds[0]
+                                             run_folder(out, seed, name))
     prompt = Path(sample_path("heldout/general.txt")).read_text(encoding="utf-8")[:400]
-    speed = decode_ms({name: out / "runs" / f"seed{first}" / name for name in VARIANTS}, prompt, s.decode_rounds,
+    speed = decode_ms({name: run_folder(out, s.seeds[0], name) for name in VARIANTS}, prompt, s.decode_rounds,
                       s.decode_tokens)
     return {"budget_flops": budget, "tokenizer": str(tok_dir), "models": models, "decode": speed,
             "runs": {name: {str(seed): r for seed, r in by_seed.items()} for name, by_seed in runs.items()}}
+
+
+def standin_base(s: Settings, out: Path, ablation: dict | None) -> Path:
+    """Part 3's base where no real model is present: part 1's first-seed PanGu-π, trained on general text only, as
+    the demo's stand-in base is. Taken from part 1 when it ran; otherwise trained here (or reused) alone."""
+    seed = s.seeds[0]
+    if ablation is None:
+        tok_dir, models, _ = plan_models(s, out)
+        m = models["both"]
+        train_variant(s, "both", seed, m["steps"], m["overrides"], tok_dir, run_folder(out, seed, "both"))
+    return run_folder(out, seed, "both")
 
 
 # ---------------------------------------------------------------- part 3: replay
@@ -382,12 +406,18 @@ def bpc_summary(scores: dict) -> dict:
     return out
 
 
+def weights_id(base: Path) -> list:
+    """Which weights a base folder holds now (file names, sizes, modification times): a retrained stand-in or a
+    re-imported checkpoint at the same path must not reuse the runs made from the old one."""
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in base.glob("*.safetensors"))
+
+
 def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
     """Part 3: CPT at 1:0, 3:1 and 1:1 domain:general with equal domain tokens; bits/char before and after."""
     from yunshan.training.cpt import run_cpt
 
     heldout = capped_heldout(out / "heldout", s.heldout_chars)
-    key_base = fingerprint(base=str(base.resolve()), chars=s.heldout_chars)
+    key_base = fingerprint(base=str(base.resolve()), weights=weights_id(base), chars=s.heldout_chars)
     before = reuse(out / "heldout", key_base)
     if before is None:
         before = bpc_summary(evaluate(base, ["bpc"], heldout, "auto", None)["bpc"])
@@ -398,8 +428,9 @@ def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
         a, b = STEPS_FACTOR[ratio]
         steps = s.replay_domain_steps * a // b
         folder = out / "runs" / ratio.replace(":", "to")
-        key = fingerprint(base=str(base.resolve()), sources=sources, steps=steps, lr=lr, chars=s.heldout_chars,
-                          batch=s.replay_batch_size, seq_len=s.replay_seq_len)
+        key = fingerprint(base=str(base.resolve()), weights=weights_id(base), sources=sources, steps=steps, lr=lr,
+                          chars=s.heldout_chars, batch=s.replay_batch_size, seq_len=s.replay_seq_len,
+                          block_size=s.block_size)
         done = reuse(folder, key)
         if done is None:
             if folder.exists():
@@ -658,15 +689,15 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(args.replay_base) if args.replay_base else None
     if "replay" in parts and base is None and not args.smoke and (REAL_MODEL / "config.json").is_file():
         base = REAL_MODEL
-    if "ablation" in parts or ("replay" in parts and base is None):
+    if "ablation" in parts:
         t = time.perf_counter()
         results["ablation"] = part_ablation(settings, out)
         results["part_seconds"]["ablation"] = time.perf_counter() - t
     if "replay" in parts:
         t = time.perf_counter()
         lr = settings.replay_learning_rate
-        if base is None:  # the stand-in: part 1's seed-0 PanGu-π, trained on general text only
-            base, lr = out / "runs" / f"seed{settings.seeds[0]}" / "both", settings.standin_learning_rate
+        if base is None:
+            base, lr = standin_base(settings, out, results.get("ablation")), settings.standin_learning_rate
             print(f"part 3: no {REAL_MODEL}; the base is the stand-in {base} (run `make real-model` for the real one)",
                   flush=True)
         elif not (base / "config.json").is_file():
@@ -674,8 +705,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         results["replay"] = part_replay(settings, out / "replay", base, lr)
         results["part_seconds"]["replay"] = time.perf_counter() - t
-    if "ablation" not in parts:
-        results.pop("ablation", None)  # trained only to be the stand-in base
     results["seconds"] = time.perf_counter() - started
     seeds = settings.seeds
     if "ablation" in results:
