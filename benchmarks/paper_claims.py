@@ -685,6 +685,33 @@ def render(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_report(results: dict, settings: Settings, out: Path, figures: Path, seconds: float) -> None:
+    """paper_claims.md, results.json and the plots of the parts finished so far (written after part 1 too, so a
+    stop during part 3 keeps parts 1 and 2's report)."""
+    results["seconds"] = seconds
+    results["load_average"]["end"] = os.getloadavg()
+    # A resumed run reuses finished runs: their own times (from the invocation that made them) are summed here.
+    recorded = [r for by_seed in results.get("ablation", {}).get("runs", {}).values() for r in by_seed.values()]
+    recorded += list(results.get("replay", {}).get("runs", {}).values())
+    results["runs_seconds"] = sum(r["seconds"] for r in recorded)
+    results["runs_cpu_seconds"] = sum(r.get("cpu_seconds", 0.0) for r in recorded)
+    seeds = settings.seeds
+    figures.mkdir(parents=True, exist_ok=True)
+    prefix = "paper_claims_" if figures == FIGURES else ""
+    results["figures"] = {}
+    if "ablation" in results:
+        results["figures"]["ablation"] = figures / f"{prefix}ablation.png"
+        results["figures"]["diversity"] = figures / f"{prefix}diversity.png"
+        plot_ablation(results["ablation"], seeds, results["figures"]["ablation"])
+        plot_fig4(results["ablation"], seeds, results["figures"]["diversity"])
+    if "replay" in results:
+        results["figures"]["replay"] = figures / f"{prefix}replay.png"
+        plot_replay(results["replay"], results["figures"]["replay"])
+    results["closing_note"] = closing_note(results.get("ablation"), results.get("replay"), seeds)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "paper_claims.md").write_text(render(results))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="ablation,replay", help="ablation (parts 1 and 2) and/or replay (part 3)")
@@ -719,11 +746,16 @@ def main(argv: list[str] | None = None) -> int:
                "precision": f"training {precision} ({why})", "part_seconds": {}, "part_cpu_seconds": {},
                "load_average": {"start": os.getloadavg()}}
     started = time.perf_counter()
+    # The full run's plots go beside the other benchmarks' figures (benchmarks/figures/, committed); others stay in
+    # the results folder.
+    figures = FIGURES if not args.smoke and args.out is None else out
     if "ablation" in parts:
         t, c = time.perf_counter(), time.process_time()
         results["ablation"] = part_ablation(settings, out)
         results["part_seconds"]["ablation"] = time.perf_counter() - t
         results["part_cpu_seconds"]["ablation"] = time.process_time() - c
+        if "replay" in parts:  # parts 1 and 2's report now; the final one replaces it
+            write_report(results, settings, out, figures, time.perf_counter() - started)
     if "replay" in parts:
         t, c = time.perf_counter(), time.process_time()
         lr = settings.replay_learning_rate
@@ -734,33 +766,8 @@ def main(argv: list[str] | None = None) -> int:
         results["replay"] = part_replay(settings, out / "replay", base, lr)
         results["part_seconds"]["replay"] = time.perf_counter() - t
         results["part_cpu_seconds"]["replay"] = time.process_time() - c
-    results["seconds"] = time.perf_counter() - started
-    results["load_average"]["end"] = os.getloadavg()
-    # A resumed run reuses finished runs: their own times (from the invocation that made them) are summed here.
-    recorded = [r for by_seed in results.get("ablation", {}).get("runs", {}).values() for r in by_seed.values()]
-    recorded += list(results.get("replay", {}).get("runs", {}).values())
-    results["runs_seconds"] = sum(r["seconds"] for r in recorded)
-    results["runs_cpu_seconds"] = sum(r.get("cpu_seconds", 0.0) for r in recorded)
-    seeds = settings.seeds
-    # The full run's plots go beside the other benchmarks' figures (benchmarks/figures/, committed); others stay in
-    # the results folder.
-    figures = FIGURES if not args.smoke and args.out is None else out
-    figures.mkdir(parents=True, exist_ok=True)
-    prefix = "paper_claims_" if figures == FIGURES else ""
-    results["figures"] = {}
-    if "ablation" in results:
-        results["figures"]["ablation"] = figures / f"{prefix}ablation.png"
-        results["figures"]["diversity"] = figures / f"{prefix}diversity.png"
-        plot_ablation(results["ablation"], seeds, results["figures"]["ablation"])
-        plot_fig4(results["ablation"], seeds, results["figures"]["diversity"])
-    if "replay" in results:
-        results["figures"]["replay"] = figures / f"{prefix}replay.png"
-        plot_replay(results["replay"], results["figures"]["replay"])
-    markdown = render(results)
-    results["closing_note"] = closing_note(results.get("ablation"), results.get("replay"), seeds)
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    (out / "paper_claims.md").write_text(markdown)
-    print(markdown)
+    write_report(results, settings, out, figures, time.perf_counter() - started)
+    print(render(results))
     print(f"wrote {out}/paper_claims.md, results.json and {', '.join(map(str, results['figures'].values()))} "
           f"({results['seconds'] / 60:.1f} min)")
     return 0
