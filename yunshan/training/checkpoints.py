@@ -176,6 +176,17 @@ class YunshanTrainer(Trainer):
         self.accelerator.wait_for_everyone()
 
 
+def train_as_planned(trainer, plan, checkpoint: Path | None, logger, rank_zero: bool) -> float | None:
+    """Run what `plan` (yunshan.training.resume.plan_run) decided: finish from a checkpoint at the last step without a
+    step, else train (resuming from `checkpoint` when given, the resume and its allowed changes logged). Returns the
+    training loss."""
+    if plan.action == "finish":
+        return load_final_checkpoint(trainer, checkpoint)
+    if plan.action == "resume" and rank_zero:
+        logger.write({"event": "resume", "step": plan.step, "checkpoint": checkpoint.name, "changes": plan.changes})
+    return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None).training_loss
+
+
 def load_final_checkpoint(trainer, checkpoint: Path) -> float | None:
     """Load a checkpoint taken at the run's last step into `trainer` without a training step: its weights (adapters
     included) and Trainer state, which is what `train()` ends with. Returns the mean of the losses the run logged

@@ -148,7 +148,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.artifacts import write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import YunshanTrainer, load_final_checkpoint, remove_incomplete_after
+    from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after, train_as_planned
     from yunshan.training.embedding_warmup import (
         FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
         warmup_running)
@@ -316,13 +316,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     engine = engine_of(trainer.accelerator, model)
     if monitor is not None:
         monitor.trainer = trainer
-    if plan.action == "finish":
-        train_loss = load_final_checkpoint(trainer, resume_from)
-    else:
-        if plan.action == "resume" and rank_zero:
-            logger.write({"event": "resume", "step": plan.step, "checkpoint": resume_from.name,
-                          "changes": plan.changes})
-        train_loss = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).training_loss
+    train_loss = train_as_planned(trainer, plan, resume_from, logger, rank_zero)
 
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
     trained_sequences = trainer.state.global_step * sequences_per_step

@@ -275,7 +275,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.artifacts import write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import load_final_checkpoint, remove_incomplete_after
+    from yunshan.training.checkpoints import remove_incomplete_after, train_as_planned
     from yunshan.training.engines import engine_of, final_model
     from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
     from yunshan.training.models import (
@@ -365,13 +365,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
-    if plan.action == "finish":
-        train_loss = load_final_checkpoint(trainer, resume_from)
-    else:
-        if plan.action == "resume" and rank_zero:
-            logger.write({"event": "resume", "step": plan.step, "checkpoint": resume_from.name,
-                          "changes": plan.changes})
-        train_loss = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).training_loss
+    train_loss = train_as_planned(trainer, plan, resume_from, logger, rank_zero)
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
     final = final_model(trainer)  # every process takes part in gathering a sharded model
     if rank_zero:
