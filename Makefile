@@ -1,9 +1,11 @@
 # The two set-up commands (README.md): `make demo` runs the main job, `make test` runs the test suite.
-# Each creates or reuses the virtual environment in $(VENV), installs torch 2.13.0 (CPU) first, then yunshan.
+# Each creates or reuses the virtual environment in $(VENV), installs torch 2.13.0 (CPU) first, then yunshan; the
+# test targets add the test extras (and DeepSpeed with its compiled CPU ops), which the demos never load.
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.yunshan-installed
+TEST_STAMP := $(VENV)/.yunshan-test-installed
 # Never reach a model hub at run time; set before any HF library is imported.
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -20,11 +22,15 @@ export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
 REAL_MODEL ?= models/smollm2-135m
 
-venv: $(STAMP)
+venv: $(TEST_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	@touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,deepspeed]"
 	@# DeepSpeed on CPU compiles its shared-memory collectives the first time a launch uses them (about 1.5 minutes
 	@# on 2 cores, then cached in $(VENV)/torch_extensions): done once here rather than inside a timed test. Nothing
@@ -32,33 +38,33 @@ $(STAMP): pyproject.toml
 	rm -f $(TORCH_EXTENSIONS_DIR)/*/lock
 	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
 		b is None or not b.is_compatible() or b.load()"
-	@touch $(STAMP)
+	@touch $(TEST_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/yunshan run recipes/demo_tiny.yaml
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -q
 
 # Every multi-process test: cpt and sft under accelerate launch for DDP, DeepSpeed ZeRO-2/3 and FSDP2 on 2 CPU
 # processes (make test runs one per engine).
-test-distributed: $(STAMP)
+test-distributed: $(TEST_STAMP)
 	$(PY) -m pytest -q -m multiprocess
 
 # report.html in a real headless browser (marker `browser`, left out of make test): Chromium and its driver from
 # Debian's packages (installed here when missing, with sudo unless root), Selenium from PyPI (extra `browser`).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-test-browser: $(STAMP)
+test-browser: $(TEST_STAMP)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[browser]"
 	$(PY) -m pytest -q -m browser
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) benchmarks/model_speed.py
 
 # Decontamination throughput against corpus size (benchmarks/decontamination.py; a table and JSON).
-bench-decontamination: $(STAMP)
+bench-decontamination: $(TEST_STAMP)
 	$(PY) benchmarks/decontamination.py
 
 real-model: $(REAL_MODEL)/config.json
