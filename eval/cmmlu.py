@@ -139,11 +139,12 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         ok = p.pred == q.answer
         correct[s.key] = correct.get(s.key, 0) + int(ok)
         records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
-                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern})
+                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern, "rescored": p.rescored})
     result = aggregate(subjects, correct)
     result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "limit": limit,
                    "unmatched": sum(1 for p in preds if p.pred is None),
-                   "truncated": sum(1 for p in preds if p.truncated), "predictions": records,
+                   "truncated": sum(1 for p in preds if p.truncated),
+                   "rescored_float32": sum(1 for p in preds if p.rescored), "predictions": records,
                    "columns": list(result["subjects"])})
     return result
 

@@ -72,6 +72,10 @@ class EvalArgs:
     dtype: str = field(default="float32", metadata={
         "help": "float32 (default: the reference numbers), auto (bf16 autocast where the hardware multiplies bf16 "
                 "fast, AMX / AVX-512 BF16 / CUDA, float32 elsewhere), bfloat16 or float16 (weights in that dtype)"})
+    recheck_float32: bool = field(default=False, metadata={
+        "help": "under bf16 autocast (--dtype auto on fast-bf16 hardware), score again in float32 every "
+                "multiple-choice question whose two best options are within bf16's guard band, so the letters are "
+                "float32's (costly where the leads are small: benchmarks/README.md, eval_bf16.py)"})
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
     trust_remote_code: bool = field(default=False, metadata={
@@ -142,6 +146,7 @@ def run_eval(args: EvalArgs) -> dict:
         else:
             lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights,
                             revision=revision, trust_remote_code=args.trust_remote_code)
+            lm.recheck_float32 = args.recheck_float32
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.model).__name__,
                                       "parameters": sum(p.numel() for p in lm.model.parameters()),
                                       "precision": lm.precision}

@@ -88,12 +88,14 @@ def run_jecqa(lm, path: str | Path, limit: int | None = None, mode: str = "logli
         scores = score_choices(lm, [(p, SUBSETS) for p in prompts], batch_size=batch_size, add_bos=add_bos,
                                progress=progress, desc="jecqa")
         preds = [(frozenset(SUBSETS[s.best]), None, None) for s in scores]
+        rescored = sum(s.rescored for s in scores)
     elif mode == "generate":
         from .generation import generate
 
         outputs = generate(lm, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
                            add_bos=add_bos, progress=progress, desc="jecqa")
         preds = [(*extract_choice_set(o), o) for o in outputs]
+        rescored = 0
     else:
         raise ValueError(f"--mode {mode!r} is not valid; use loglik or generate")
     by_source: dict[str, list[int]] = {}
@@ -111,7 +113,7 @@ def run_jecqa(lm, path: str | Path, limit: int | None = None, mode: str = "logli
     return {"format": "jecqa", "mode": mode, "limit": limit, "n": len(records),
             "sources": {k: {"correct": c, "n": n, "accuracy": 100.0 * c / n} for k, (c, n) in by_source.items()},
             "overall": 100.0 * correct / len(records), "unmatched": sum(1 for p in preds if p[0] is None),
-            "predictions": predictions, "columns": list(by_source)}
+            "rescored_float32": rescored, "predictions": predictions, "columns": list(by_source)}
 
 
 def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:

@@ -13,13 +13,16 @@ prompt) share them too: that common prefix runs once, and only each question's o
 whose layers mix tokens by attention alone (LLaMA, Mistral, Qwen2/3, PanGu-π without its neighbour convolution) the
 tails run as one packed row with shared-prefix attention (shared_prefix.py); for other models with a KV cache
 (OTCE's state-space layers, say) the prefix's cache is repeated over the batch and the tails run padded. Options
-that span several tokens fall back to one sequence per option, still batched.
+that span several tokens fall back to one sequence per option, still batched. Under bf16 autocast with
+`--recheck-float32`, questions whose two best options are within bf16's guard band are scored again in float32
+(settle_in_float32), so the letters are float32's.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -36,6 +39,7 @@ class ChoiceScores:
     logliks: list[float]
     n_tokens: list[int]
     truncated: bool = False
+    rescored: bool = False  # scored again in float32: a close call under bf16 autocast (settle_in_float32)
 
     @property
     def best(self) -> int:
@@ -287,7 +291,7 @@ def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = 
 
 
 def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
-                  progress: bool = False, desc: str = "scoring") -> list[ChoiceScores]:
+                  progress: bool = False, desc: str = "scoring", settle: bool = True) -> list[ChoiceScores]:
     """Log-likelihood of every option of every (context, options) request.
 
     Args:
@@ -296,7 +300,23 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
         batch_size: sequences per forward pass (1 = one question at a time).
         add_bos: start every context with the BOS token (lm-eval's `add_bos_token`; off by default there too).
         progress: show a tqdm bar.
+        settle: under bf16 autocast, rescore in float32 every request whose best option (by log-likelihood) could
+            be another one's in float32 (settle_in_float32). Callers that decide on other values (cloze's
+            normalised scores) pass False and settle those.
     """
+    results = _score_choices(lm, requests, batch_size, add_bos, progress, desc)
+    if settle:
+        values = [list(r.logliks) for r in results]
+        bands = [bf16_band(r.n_tokens, best_two(r.logliks)) if len(r.logliks) > 1 else 0.0 for r in results]
+        again = settle_in_float32(lm, values, bands, lambda indices: [r.logliks for r in _score_choices(
+            lm, [requests[i] for i in indices], batch_size, add_bos, progress, desc + " (float32)")])
+        for i in again:
+            results[i].logliks, results[i].rescored = values[i], True
+    return results
+
+
+def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, add_bos: bool, progress: bool,
+                   desc: str) -> list[ChoiceScores]:
     from tqdm.auto import tqdm
 
     max_length = lm.max_length
@@ -386,6 +406,56 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
             vals = [per_option[(i, j)] for j in range(len(pairs))]
             results[i] = ChoiceScores([v[0] for v in vals], [v[1] for v in vals], truncated=any(v[2] for v in vals))
     return results  # type: ignore[return-value]
+
+
+# The guard band of settle_in_float32: how far bf16 autocast may move a score summed over n tokens is taken as
+# BF16_NATS_PER_SQRT_TOKEN * sqrt(n) nats (rounding errors of separate tokens partly cancel: the measured moves grow
+# with the square root of the tokens, not linearly). About twice the largest move measured (0.117) on SmolLM2-135M and
+# its adapted model, 240 cloze questions (benchmarks/README.md, "bf16 evaluation"); a margin, not a proven bound.
+BF16_NATS_PER_SQRT_TOKEN = 0.25
+
+
+def bf16_band(n_tokens: list[int], best_two: tuple[int, int], scale: list[float] | None = None) -> float:
+    """The guard band of one question: how far bf16 may move its two leading options' scores, together
+    (`n_tokens[j]` tokens summed into option j's score, which is then multiplied by `scale[j]`)."""
+    scale = scale or [1.0] * len(n_tokens)
+    return sum(BF16_NATS_PER_SQRT_TOKEN * math.sqrt(n_tokens[j]) * abs(scale[j]) for j in best_two)
+
+
+def best_two(values: list[float]) -> tuple[int, int]:
+    """Indices of the highest and second-highest values (first maximum first, as ChoiceScores.best)."""
+    order = sorted(range(len(values)), key=lambda j: (-values[j], j))
+    return order[0], order[1]
+
+
+def settle_in_float32(lm, values: list[list[float]], bands: list[float],
+                      rescore: Callable[[list[int]], list[list[float]]]) -> list[int]:
+    """Make bf16 autocast's multiple-choice predictions float32's: rescore the close calls in float32.
+
+    Under `--dtype auto` on fast-bf16 hardware every matrix product rounds its inputs to bf16, which moves each
+    option's score by a little (measured on SmolLM2-135M: benchmarks/README.md, "bf16 evaluation"). A question whose
+    best option leads the runner-up by less than its band (`bands[i]`, in the units of `values[i]`) could flip, so
+    it is scored again with autocast off, i.e. in float32 (`rescore(indices)` returns those questions' values), and
+    its values are replaced in place. Questions that lead by more keep the bf16 values: their letter is float32's
+    unless bf16 moved a score by more than the band. Only with `lm.recheck_float32` (`--recheck-float32`) and
+    autocast on; otherwise nothing is rescored.
+    Returns the indices rescored (reports count them)."""
+    if not (getattr(lm, "autocast", False) and getattr(lm, "recheck_float32", False)
+            and torch.is_autocast_enabled(lm.model.device.type)):
+        return []
+    close = [i for i, (v, band) in enumerate(zip(values, bands)) if len(v) > 1 and _lead(v) <= band]
+    if close:
+        with torch.autocast(lm.model.device.type, enabled=False):
+            fresh = rescore(close)
+        for i, v in zip(close, fresh):
+            values[i] = v
+    return close
+
+
+def _lead(values: list[float]) -> float:
+    """How far the best value is above the second best (0 for a tie)."""
+    first, second = sorted(values, reverse=True)[:2]
+    return first - second
 
 
 @dataclass

@@ -34,6 +34,7 @@ class LoadedModel:
     sha256: str | None
     autocast: bool = False  # run the forward passes under bf16 autocast (`--dtype auto` on fast-bf16 hardware)
     precision: str = "float32"  # what the forward passes compute in, and why (saved in results.json)
+    recheck_float32: bool = False  # under autocast, rescore multiple-choice close calls in float32 (--recheck-float32)
 
     def compute(self):
         """The context every forward pass of this model runs in: bf16 autocast or nothing."""

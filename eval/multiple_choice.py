@@ -87,6 +87,7 @@ class Prediction:
     output: str | None = None
     pattern: str | None = None
     truncated: bool = False
+    rescored: bool = False  # a close call under bf16 autocast, scored again in float32 (likelihood.settle_in_float32)
 
 
 def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: int = 16, add_bos: bool = False,
@@ -104,7 +105,8 @@ def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: i
         choices = list(choices or LETTERS)
         scores = score_choices(lm, [(p, choices) for p in prompts], batch_size=batch_size, add_bos=add_bos,
                                progress=progress, desc=desc)
-        return [Prediction(LETTERS[s.best], logliks=s.logliks, truncated=s.truncated) for s in scores]
+        return [Prediction(LETTERS[s.best], logliks=s.logliks, truncated=s.truncated, rescored=s.rescored)
+                for s in scores]
     if mode == "generate":
         from .generation import generate
 
@@ -166,20 +168,33 @@ def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16
 
     Neither is the papers' answer-only protocol (which asks the model to pick a letter from listed options, a skill
     small models lack); reports say which mode produced a number."""
-    from .likelihood import score_choices
+    from .likelihood import best_two, bf16_band, score_choices, settle_in_float32
 
-    scores = score_choices(lm, [(p, list(opts)) for p, opts in requests], batch_size=batch_size, add_bos=add_bos,
-                           progress=progress, desc=desc)
-    base = None
-    if neutral is not None:
-        base = score_choices(lm, [(n, list(opts)) for n, (_, opts) in zip(neutral, requests)], batch_size=batch_size,
-                             add_bos=add_bos, progress=progress, desc=desc + " (neutral)")
+    def scored(indices: list[int], suffix: str = "") -> list[tuple[list[float], list[int], list[float], bool]]:
+        """(values, tokens summed into each value, each value's scale, truncated) of the requests at `indices`."""
+        scores = score_choices(lm, [(requests[i][0], list(requests[i][1])) for i in indices], batch_size=batch_size,
+                               add_bos=add_bos, progress=progress, desc=desc + suffix, settle=False)
+        base = None
+        if neutral is not None:
+            base = score_choices(lm, [(neutral[i], list(requests[i][1])) for i in indices], batch_size=batch_size,
+                                 add_bos=add_bos, progress=progress, desc=desc + " (neutral)" + suffix, settle=False)
+        out = []
+        for k, i in enumerate(indices):
+            s, opts = scores[k], requests[i][1]
+            if base is not None:  # mutual information
+                out.append(([a - b for a, b in zip(s.logliks, base[k].logliks)],
+                            [a + b for a, b in zip(s.n_tokens, base[k].n_tokens)], [1.0] * len(opts), s.truncated))
+            else:  # per character
+                out.append(([ll / max(len(o), 1) for ll, o in zip(s.logliks, opts)], s.n_tokens,
+                            [1.0 / max(len(o), 1) for o in opts], s.truncated))
+        return out
+
+    first = scored(list(range(len(requests))))
+    values = [list(v) for v, _, _, _ in first]
+    bands = [bf16_band(n, best_two(v), scale) if len(v) > 1 else 0.0 for v, n, scale, _ in first]
+    again = set(settle_in_float32(lm, values, bands, lambda indices: [v for v, _, _, _ in scored(indices, " (float32)")]))
     preds = []
-    for k, ((_, opts), s) in enumerate(zip(requests, scores)):
-        if base is not None:
-            values = [a - b for a, b in zip(s.logliks, base[k].logliks)]  # mutual information
-        else:
-            values = [ll / max(len(o), 1) for ll, o in zip(s.logliks, opts)]  # per character
-        best = max(range(len(opts)), key=lambda j: values[j])
-        preds.append(Prediction(LETTERS[best], logliks=values, truncated=s.truncated))
+    for k, (v, (_, _, _, truncated)) in enumerate(zip(values, first)):
+        best = max(range(len(v)), key=lambda j: (v[j], -j))
+        preds.append(Prediction(LETTERS[best], logliks=v, truncated=truncated, rescored=k in again))
     return preds

@@ -124,6 +124,34 @@ def test_dtype_auto_follows_the_hardware_and_bf16_stays_close(bench, llama_dir, 
         assert results["auto"] == results["float32"]
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_recheck_float32_gives_float32s_letters_under_auto(bench, llama_dir, tmp_path, monkeypatch, fast):
+    """--dtype auto --recheck-float32: under bf16 autocast (fast hardware, patched) the close calls are scored again
+    in float32 and counted, and every letter is float32's; without fast bf16 nothing is rescored."""
+    import yunshan.precision as precision
+    from yunshan.eval import likelihood
+
+    monkeypatch.setattr(precision, "fast_bf16", lambda: (fast, "patched check"))
+    monkeypatch.setattr(likelihood, "BF16_NATS_PER_SQRT_TOKEN", 1e9)  # every question is a close call
+    results = {}
+    for name, flags in (("float32", ["--dtype", "float32"]), ("plain", ["--dtype", "auto"]),
+                        ("recheck", ["--dtype", "auto", "--recheck-float32"])):
+        out = tmp_path / name
+        assert main(["eval", "--model", str(llama_dir), "--tasks", f"fineval={bench['fineval']}", "--mode", "cloze",
+                     "--shots", "0", *flags, "--out", str(out), "--no-progress"]) == 0
+        results[name] = json.loads((out / "results.json").read_text(encoding="utf-8"))["tasks"]["fineval"][
+            "results"][llama_dir.name]
+    n = len(results["float32"]["predictions"])
+    assert results["float32"]["rescored_float32"] == results["plain"]["rescored_float32"] == 0
+    assert results["recheck"]["rescored_float32"] == (n if fast else 0)
+    assert [p["pred"] for p in results["recheck"]["predictions"]] == [p["pred"] for p in results["float32"]["predictions"]]
+    assert [p["logliks"] for p in results["recheck"]["predictions"]] == [
+        p["logliks"] for p in results["float32"]["predictions"]]
+    if fast:  # the plain auto run kept its bf16 values
+        assert [p["logliks"] for p in results["plain"]["predictions"]] != [
+            p["logliks"] for p in results["float32"]["predictions"]]
+
+
 def test_dtype_junk_is_a_one_line_error(bench, llama_dir, tmp_path, capsys):
     code = main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--dtype", "fp8", "--out", str(tmp_path)])
     assert code != 0

@@ -292,3 +292,75 @@ def test_bpc_max_chars_scores_exactly_the_first_characters(llama, llama_dir, tmp
                  "--max-chars", str(n), "--max-length", "64", "--no-progress", "--out", str(tmp_path / "e")]) == 0
     result = json.loads((tmp_path / "e/results.json").read_text())["tasks"]["bpc"]["results"][llama_dir.name]
     assert result["files"]["t"]["chars"] == n and result["files"]["t"]["nll_nats"] == reference["nll_nats"]
+
+
+# ------------------------------------------------------------------------ bf16 autocast: close calls in float32
+def _autocast_copy(lm, recheck: bool = True):
+    import dataclasses
+
+    return dataclasses.replace(lm, autocast=True, recheck_float32=recheck)
+
+
+def _cloze_requests():
+    from .conftest import QUESTIONS
+
+    # The last request has two identical options: a tie, the closest call there is.
+    return ([(f"题目：{q}（ ）。\n答案：", list(opts)) for q, *opts, _ in QUESTIONS]
+            + [("题目：企业的资产负债表反映的是\n答案：", ["财务状况", "财务状况", "利润", "现金流量"])])
+
+
+@pytest.mark.parametrize("neutral", [False, True])
+def test_bf16_close_calls_are_rescored_in_float32_and_the_letters_are_float32s(llama, neutral, monkeypatch):
+    from yunshan.eval import likelihood
+    from yunshan.eval.multiple_choice import answer_cloze
+
+    requests = _cloze_requests()
+    neutrals = ["答案："] * len(requests) if neutral else None
+    exact = answer_cloze(llama, requests, batch_size=4, neutral=neutrals)
+    assert not any(p.rescored for p in exact)  # float32: nothing to settle
+    bf16 = _autocast_copy(llama)
+    with bf16.compute():
+        rough = answer_cloze(bf16, requests, batch_size=4, neutral=neutrals)
+        # An enormous band rescores every question: then every value is float32's to the last bit, which holds
+        # only if autocast really was off for the rescoring.
+        monkeypatch.setattr(likelihood, "BF16_NATS_PER_SQRT_TOKEN", 1e9)
+        every = answer_cloze(bf16, requests, batch_size=4, neutral=neutrals)
+        monkeypatch.setattr(likelihood, "BF16_NATS_PER_SQRT_TOKEN", 1e-4)
+        narrow = answer_cloze(bf16, requests, batch_size=4, neutral=neutrals)
+    assert any(r.logliks != e.logliks for r, e in zip(rough, exact))  # bf16 did move the scores
+    assert all(p.rescored for p in every)
+    assert [p.logliks for p in every] == [p.logliks for p in exact]
+    # A narrow band: the tie is rescored, clear leads are not.
+    assert narrow[-1].rescored and narrow[-1].logliks == pytest.approx(exact[-1].logliks, abs=1e-4)
+    assert not all(p.rescored for p in narrow)
+    # The shipped band: the letters are float32's, and every question rescored carries float32's values (up to the
+    # float32 rounding of another batch composition: the rescored subset is packed differently).
+    assert [p.pred for p in rough] == [p.pred for p in exact]
+    assert rough[-1].rescored
+    for r, e in zip(rough, exact):
+        if r.rescored:
+            assert r.logliks == pytest.approx(e.logliks, abs=1e-4)
+
+
+def test_bf16_letter_scores_settle_in_float32_too(llama, monkeypatch):
+    from yunshan.eval.multiple_choice import answer_questions
+
+    exact = answer_questions(llama, PROMPTS, batch_size=3)
+    tied = answer_questions(llama, PROMPTS, batch_size=3, choices=["A", "A", "B", "C"])
+    bf16 = _autocast_copy(llama)
+    with bf16.compute():
+        rough = answer_questions(bf16, PROMPTS, batch_size=3)
+        rough_tied = answer_questions(bf16, PROMPTS, batch_size=3, choices=["A", "A", "B", "C"])
+        plain = answer_questions(_autocast_copy(llama, recheck=False), PROMPTS, batch_size=3,
+                                 choices=["A", "A", "B", "C"])
+    assert not any(p.rescored for p in plain)  # without --recheck-float32, bf16's values stand
+    assert [p.logliks for p in plain] != [p.logliks for p in tied]
+    assert [p.pred for p in rough] == [p.pred for p in exact]
+    for r, e in zip(rough + rough_tied, exact + tied):
+        if r.rescored:
+            assert r.logliks == pytest.approx(e.logliks, abs=1e-4)
+    # Where "A" (twice) leads, the tie is the lead: rescored.
+    for r in rough_tied:
+        if max(r.logliks) == r.logliks[0]:
+            assert r.rescored
+    assert not any(p.rescored for p in exact + tied)
