@@ -60,8 +60,10 @@ def raw_and_exact(model: str, limit: int) -> list[dict]:
     captured: list[tuple[list[list[float]], list[float]]] = []
     real = likelihood.settle_in_float32
 
-    def capture(lm_, values, bands, rescore):  # record what bf16 gave, rescore nothing
-        captured.append(([list(v) for v in values], [b / likelihood.BF16_NATS_PER_SQRT_TOKEN for b in bands]))
+    def capture(lm_, values, n_tokens, rescore, scales=None):  # record what bf16 gave, rescore nothing
+        units = [likelihood.bf16_band(n, likelihood.best_two(v), scales[i] if scales else None)
+                 / likelihood.BF16_NATS_PER_SQRT_TOKEN for i, (v, n) in enumerate(zip(values, n_tokens))]
+        captured.append(([list(v) for v in values], units))
         return []
 
     data = Path(sample_data_dir()) / "eval"

@@ -307,9 +307,9 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
     results = _score_choices(lm, requests, batch_size, add_bos, progress, desc)
     if settle:
         values = [list(r.logliks) for r in results]
-        bands = [bf16_band(r.n_tokens, best_two(r.logliks)) if len(r.logliks) > 1 else 0.0 for r in results]
-        again = settle_in_float32(lm, values, bands, lambda indices: [r.logliks for r in _score_choices(
-            lm, [requests[i] for i in indices], batch_size, add_bos, progress, desc + " (float32)")])
+        again = settle_in_float32(lm, values, [r.n_tokens for r in results], lambda indices: [
+            r.logliks for r in _score_choices(lm, [requests[i] for i in indices], batch_size, add_bos, progress,
+                                              desc + " (float32)")])
         for i in again:
             results[i].logliks, results[i].rescored = values[i], True
     return results
@@ -428,34 +428,34 @@ def best_two(values: list[float]) -> tuple[int, int]:
     return order[0], order[1]
 
 
-def settle_in_float32(lm, values: list[list[float]], bands: list[float],
-                      rescore: Callable[[list[int]], list[list[float]]]) -> list[int]:
+def settle_in_float32(lm, values: list[list[float]], n_tokens: list[list[int]],
+                      rescore: Callable[[list[int]], list[list[float]]],
+                      scales: list[list[float]] | None = None) -> list[int]:
     """Make bf16 autocast's multiple-choice predictions float32's: rescore the close calls in float32.
 
     Under `--dtype auto` on fast-bf16 hardware every matrix product rounds its inputs to bf16, which moves each
     option's score by a little (measured on SmolLM2-135M: benchmarks/README.md, "bf16 evaluation"). A question whose
-    best option leads the runner-up by less than its band (`bands[i]`, in the units of `values[i]`) could flip, so
-    it is scored again with autocast off, i.e. in float32 (`rescore(indices)` returns those questions' values), and
-    its values are replaced in place. Questions that lead by more keep the bf16 values: their letter is float32's
-    unless bf16 moved a score by more than the band. Only with `lm.recheck_float32` (`--recheck-float32`) and
-    autocast on; otherwise nothing is rescored.
+    best option leads the runner-up by no more than its guard band (bf16_band of the two: `n_tokens[i][j]` tokens
+    summed into option j's value, times `scales[i][j]`) could flip, so it is scored again with autocast off, i.e. in
+    float32 (`rescore(indices)` returns those questions' values), and its values are replaced in place. Questions
+    that lead by more keep the bf16 values: their letter is float32's unless bf16 moved a score by more than the
+    band. Only with `lm.recheck_float32` (`--recheck-float32`) and autocast on; otherwise nothing is rescored.
     Returns the indices rescored (reports count them)."""
     if not (getattr(lm, "autocast", False) and getattr(lm, "recheck_float32", False)
             and torch.is_autocast_enabled(lm.model.device.type)):
         return []
-    close = [i for i, (v, band) in enumerate(zip(values, bands)) if len(v) > 1 and _lead(v) <= band]
+    close = []
+    for i, v in enumerate(values):
+        if len(v) > 1:
+            first, second = best_two(v)
+            if v[first] - v[second] <= bf16_band(n_tokens[i], (first, second), scales[i] if scales else None):
+                close.append(i)
     if close:
         with torch.autocast(lm.model.device.type, enabled=False):
             fresh = rescore(close)
         for i, v in zip(close, fresh):
             values[i] = v
     return close
-
-
-def _lead(values: list[float]) -> float:
-    """How far the best value is above the second best (0 for a tie)."""
-    first, second = sorted(values, reverse=True)[:2]
-    return first - second
 
 
 @dataclass

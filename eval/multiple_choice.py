@@ -168,7 +168,7 @@ def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16
 
     Neither is the papers' answer-only protocol (which asks the model to pick a letter from listed options, a skill
     small models lack); reports say which mode produced a number."""
-    from .likelihood import best_two, bf16_band, score_choices, settle_in_float32
+    from .likelihood import score_choices, settle_in_float32
 
     def scored(indices: list[int], suffix: str = "") -> list[tuple[list[float], list[int], list[float], bool]]:
         """(values, tokens summed into each value, each value's scale, truncated) of the requests at `indices`."""
@@ -191,8 +191,9 @@ def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16
 
     first = scored(list(range(len(requests))))
     values = [list(v) for v, _, _, _ in first]
-    bands = [bf16_band(n, best_two(v), scale) if len(v) > 1 else 0.0 for v, n, scale, _ in first]
-    again = set(settle_in_float32(lm, values, bands, lambda indices: [v for v, _, _, _ in scored(indices, " (float32)")]))
+    again = set(settle_in_float32(lm, values, [n for _, n, _, _ in first],
+                                  lambda indices: [v for v, _, _, _ in scored(indices, " (float32)")],
+                                  scales=[scale for _, _, scale, _ in first]))
     preds = []
     for k, (v, (_, _, _, truncated)) in enumerate(zip(values, first)):
         best = max(range(len(v)), key=lambda j: (v[j], -j))

@@ -121,18 +121,10 @@ def _check_replaceable(out: Path, args: ExtendArgs) -> None:
     for what, path in inputs:
         if Path(path).resolve().is_relative_to(out.resolve()):
             raise ValueError(f"--out {out} holds {what} {path}: replacing --out would delete it; choose another --out")
-    report = out / REPORT_FILE
-    if not report.is_file():
-        raise ValueError(f"--out {out} is not a folder written by yunshan tokenizer extend (no {REPORT_FILE}); "
-                         "--overwrite replaces only such a folder, never other files: choose another --out")
-    try:
-        written = json.loads(report.read_text(encoding="utf-8")).get("files")
-    except (ValueError, AttributeError):
-        written = None  # a damaged report: only its plain files are taken as the extension's own
-    for path in sorted(out.iterdir()):
-        if (path.is_dir() and not path.is_symlink()) or (isinstance(written, list) and path.name not in written):
-            raise ValueError(f"--out {out} holds {path.name}, which yunshan tokenizer extend did not write; "
-                             "--overwrite would delete it: move it away or choose another --out")
+    from yunshan.folders import check_replaceable
+
+    # An older report without its list of files: only plain files at the top are taken as the extension's own.
+    check_replaceable(out, REPORT_FILE, "yunshan tokenizer extend", "--out", fallback=lambda name: "/" not in name)
 
 
 def _help(name: str) -> str:

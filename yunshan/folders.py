@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 # The JSON files transformers reads from a model or tokenizer folder (a damaged one is named with its line).
@@ -54,6 +55,33 @@ def check_model_folder(path: str | os.PathLike, what: str) -> Path:
         raise FileNotFoundError(f"{what}: {path} {found}; give a folder written by save_pretrained or a Hub id "
                                 "ORG/NAME")
     return folder
+
+
+def check_replaceable(out: Path, report: str, tool: str, flag: str,
+                      fallback: Callable[[str], bool] | None = None) -> None:
+    """--overwrite replaces only a folder an earlier run of `tool` wrote: `report` in it lists the files that run
+    wrote (its "files"), and every file below `out` is one of them (a folder counts by its files). When the report
+    cannot be read, `fallback(name)` says which files are the tool's own (None: such a folder is refused). Raises
+    ValueError in one line naming `flag`; reads only, so a refused folder is left as it was."""
+    marker = out / report
+    if not marker.is_file():
+        raise ValueError(f"{flag} {out} is not a folder written by {tool} (no {report}); --overwrite replaces only "
+                         f"such a folder, never other files: choose another {flag}")
+    try:
+        written = json.loads(marker.read_text(encoding="utf-8"))["files"]
+        if not isinstance(written, list):
+            raise TypeError(f"'files' is {type(written).__name__}, not a list")
+        own = set(written).__contains__
+    except (ValueError, KeyError, TypeError) as err:
+        if fallback is None:
+            raise ValueError(f"{marker}: not a report of {tool} ({err}); remove the folder yourself or choose "
+                             f"another {flag}") from None
+        own = fallback
+    for path in sorted(out.rglob("*")):
+        name = path.relative_to(out).as_posix()
+        if name != report and (path.is_file() or path.is_symlink()) and not own(name):
+            raise ValueError(f"{flag} {out} holds {name}, which {tool} did not write; --overwrite would delete it: "
+                             f"move it away or choose another {flag}")
 
 
 def check_json_files(folder: str | os.PathLike) -> None:

@@ -486,20 +486,9 @@ def check_out(out: Path, source: Path, model_dir: Path, overwrite: bool) -> None
     if not overwrite:
         raise ValueError(f"--out {out} already exists; pass --overwrite to replace it (only after a successful "
                          "export)")
-    marker = out / EXPORT_MARKER
-    if not marker.is_file():
-        raise ValueError(f"--out {out} is not a folder written by yunshan export (no {EXPORT_MARKER}); --overwrite "
-                         "replaces only a previous export: remove the folder yourself or choose another --out")
-    try:
-        written = set(json.loads(marker.read_text(encoding="utf-8"))["files"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{marker}: not a yunshan export marker ({err}); remove the folder yourself or choose "
-                         "another --out") from None
-    for path in sorted(out.rglob("*")):
-        name = path.relative_to(out).as_posix()
-        if name != EXPORT_MARKER and (path.is_file() or path.is_symlink()) and name not in written:
-            raise ValueError(f"--out {out} holds {name}, which yunshan export did not write; --overwrite would delete "
-                             "it: move it elsewhere or choose another --out")
+    from yunshan.folders import check_replaceable
+
+    check_replaceable(out, EXPORT_MARKER, "yunshan export", "--out")
 
 
 def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: bool = False,

@@ -208,23 +208,10 @@ def check_out(out: Path, src: Path, overwrite: bool) -> None:
         return
     if not overwrite:
         raise ValueError(f"OUT {out} exists and is not empty; pass --overwrite to replace an earlier import")
-    report = out / IMPORT_REPORT
-    if not report.is_file():
-        raise ValueError(f"OUT {out} is not a folder written by yunshan model import-gguf (no {IMPORT_REPORT}); "
-                         "--overwrite replaces only such a folder, never other files: choose another OUT")
-    try:
-        written = json.loads(report.read_text(encoding="utf-8")).get("files")
-    except (ValueError, AttributeError):
-        written = None
-    for path in sorted(out.rglob("*")):
-        name = path.relative_to(out).as_posix()
-        if path.is_dir() and not path.is_symlink():
-            continue  # a folder is judged by the files in it
-        own = name in written if isinstance(written, list) else any(
-            fnmatch.fnmatchcase(name, pattern) for pattern in IMPORT_FILE_PATTERNS)
-        if not own:
-            raise ValueError(f"OUT {out} holds {name}, which yunshan model import-gguf did not write; --overwrite "
-                             "would delete it: move it away or choose another OUT")
+    from yunshan.folders import check_replaceable
+
+    check_replaceable(out, IMPORT_REPORT, "yunshan model import-gguf", "OUT",
+                      fallback=lambda name: any(fnmatch.fnmatchcase(name, p) for p in IMPORT_FILE_PATTERNS))
 
 
 def _transformers_pre_tokenizers() -> set[str]:
