@@ -86,9 +86,11 @@ def load_ceval(root: str | Path, split: str = "val", shots: int = 5) -> list[Sub
     return subjects
 
 
-def _body(q: Question) -> str:
+def _body(q: Question, strip_question: bool = False) -> str:
+    # The texts as released: C-Eval's own code puts question and options in unchanged; lm-eval strips the question.
     a, b, c, d = q.options
-    return f"{q.question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案："
+    question = q.question.strip() if strip_question else q.question
+    return f"{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案："
 
 
 def render_prompt(subject_chinese: str, shots: list[Question], query: Question, style: str = "ceval") -> str:
@@ -99,7 +101,7 @@ def render_prompt(subject_chinese: str, shots: list[Question], query: Question, 
         return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
     if style == "lm-eval":
         header = f"以下是中国关于{subject_chinese}的单项选择题，请选出其中的正确答案。\n\n"
-        return header + "".join(f"{_body(s)} {s.answer}\n\n" for s in shots) + _body(query)
+        return header + "".join(f"{_body(s, True)} {s.answer}\n\n" for s in shots) + _body(query, True)
     raise ValueError(f"prompt style {style!r} is not valid; use one of {', '.join(PROMPT_STYLES)}")
 
 
@@ -188,5 +190,6 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
 def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks fineval|ceval`: this module's entry in yunshan.eval.tasks."""
     return run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
-                     prompt_style=args.prompt_style, batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                     prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "ceval",
+                     batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
                      max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit), []

@@ -3,10 +3,14 @@
     yunshan eval --model out/yunshan --tasks financeiq=path/to/FinanceIQ --shots 5
 
 Layout (as released): `{dev,test}/{subject}.csv` with columns `,Question,A,B,C,D,Answer` (a leading, unnamed index
-column). The subject shown in the prompt is the file name (FinanceIQ names its files in Chinese, e.g.
-`注册会计师（CPA）.csv`), or the Chinese name from an optional `subject_mapping.json` (subject -> [english name,
-chinese name, group] as in C-Eval, or subject -> chinese name), which CMMLU's English file names want. Prompt
-(docs/benchmarks.md): a header, k solved dev examples "题目：…答案是：X", the question ending at "答案是：".
+column). The prompt names the subject in Chinese, as CMMLU's and FinanceIQ's own code do: CMMLU's English file
+names (`agronomy.csv`) by CMMLU's own name table, shipped here (`cmmlu_subjects.json`: 农学, ...; lm-eval's cmmlu
+task uses the same names); FinanceIQ's files are named in Chinese (`注册会计师（CPA）.csv`) and the name is the file
+name. An optional `subject_mapping.json` beside the splits (subject -> chinese name, or [english name, chinese
+name, group] as in C-Eval) overrides both. A subject with none of these stops the run (an English file name would
+otherwise slip into a Chinese prompt unnoticed). Prompt (docs/benchmarks.md): a header, k solved dev examples
+"题目：…答案是：X", the question ending at "答案是：". `prompt_style="lm-eval"` renders lm-evaluation-harness's
+cmmlu prompt instead (the question stripped, no "题目：", "答案：" and a space before the letter).
 Overall = unweighted mean of the subject accuracies (the paper's FinanceIQ AVG; YunShan 54.56).
 """
 
@@ -18,8 +22,10 @@ from pathlib import Path
 
 from .multiple_choice import Question, answer_questions, cloze_neutral, cloze_prompt, read_choice_csv
 
-COLUMNS = {"question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
+# The leading unnamed column is the release's row index: the question's id when present.
+COLUMNS = {"id": "", "question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
 HEADER_HINT = ",Question,A,B,C,D,Answer"
+PROMPT_STYLES = ("cmmlu", "lm-eval")
 
 
 @dataclass
@@ -28,6 +34,31 @@ class Subject:
     name: str
     dev: list[Question] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+
+
+def cmmlu_subject_names() -> dict[str, str]:
+    """CMMLU's own Chinese name of each of its 67 subjects (file stem -> name), as its prompts use them."""
+    path = Path(__file__).with_name("cmmlu_subjects.json")
+    return json.loads(path.read_text(encoding="utf-8"))["names"]
+
+
+def _has_cjk(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" for ch in text)
+
+
+def subject_name(key: str, mapping: dict[str, str], path: Path) -> str:
+    """The Chinese name the prompt gives subject `key` (file `path`): the folder's subject_mapping.json, else
+    CMMLU's own table, else a file name that is itself Chinese (FinanceIQ); anything else is an error."""
+    if key in mapping:
+        return mapping[key]
+    builtin = cmmlu_subject_names()
+    if key in builtin:
+        return builtin[key]
+    if _has_cjk(key):
+        return key
+    raise ValueError(f"{path}: subject {key!r} has no Chinese name for the prompt: it is not one of CMMLU's "
+                     f"{len(builtin)} subjects and the file name is not Chinese; add it to "
+                     f"{path.parent.parent / 'subject_mapping.json'} as {{\"{key}\": \"中文名\"}}")
 
 
 def _names(root: Path) -> dict[str, str]:
@@ -60,7 +91,7 @@ def load_cmmlu(root: str | Path, split: str = "test", shots: int = 5) -> list[Su
     names = _names(root)
     subjects = []
     for path in files:
-        subject = Subject(path.stem, names.get(path.stem, path.stem))
+        subject = Subject(path.stem, subject_name(path.stem, names, path))
         # Require answers everywhere: CMMLU and FinanceIQ release their test answers.
         subject.questions = read_choice_csv(path, COLUMNS, "CMMLU", require_answer=True, header_hint=HEADER_HINT)
         if shots > 0:
@@ -77,14 +108,32 @@ def load_cmmlu(root: str | Path, split: str = "test", shots: int = 5) -> list[Su
 
 
 def _body(q: Question) -> str:
+    # The texts as released: CMMLU's and FinanceIQ's own code put question and options in unchanged.
     a, b, c, d = q.options
     return f"题目：{q.question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案是："
 
 
-def render_prompt(subject_name: str, shots: list[Question], query: Question) -> str:
-    """The CMMLU prompt for `query`, ending at "答案是：" (the letter follows with no space)."""
+def _lm_eval_body(q: Question) -> str:
+    # lm-evaluation-harness's cmmlu doc_to_text: "{{Question.strip()}}\nA. {{A}}...\n答案：".
+    a, b, c, d = q.options
+    return f"{q.question.strip()}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案："
+
+
+def render_prompt(subject_name: str, shots: list[Question], query: Question, style: str = "cmmlu") -> str:
+    """The prompt for `query`, ending where the answer letter goes: CMMLU's own ("答案是：", the letter follows
+    with no space) or lm-eval's cmmlu task's ("答案：", then its target delimiter " " and the letter)."""
     header = f"以下是关于{subject_name}的单项选择题，请直接给出正确答案的选项。\n\n"
-    return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
+    if style == "cmmlu":
+        return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
+    if style == "lm-eval":
+        return header + "".join(f"{_lm_eval_body(s)} {s.answer}\n\n" for s in shots) + _lm_eval_body(query)
+    raise ValueError(f"prompt style {style!r} is not valid for the CMMLU format; "
+                     f"use one of {', '.join(PROMPT_STYLES)}")
+
+
+def choices_for(style: str) -> list[str]:
+    """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
+    return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
 
 
 def render_cloze_prompt(subject_name: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
@@ -115,8 +164,11 @@ def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> di
 
 def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: int | None = None,
               mode: str = "loglik", batch_size: int = 16, add_bos: bool = False, chat: bool = False,
-              max_new_tokens: int = 32, progress: bool = False) -> dict:
+              max_new_tokens: int = 32, progress: bool = False, prompt_style: str = "cmmlu") -> dict:
     """Evaluate one model on a CMMLU-format folder; returns the JSON-ready result (every prediction included)."""
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"prompt style {prompt_style!r} is not valid for the CMMLU format; "
+                         f"use one of {', '.join(PROMPT_STYLES)}")
     subjects = load_cmmlu(root, split, shots)
     if limit is not None:
         for s in subjects:
@@ -130,9 +182,10 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         preds = answer_cloze(lm, requests, neutral=neutral,
                              batch_size=batch_size, add_bos=add_bos, progress=progress, desc="cmmlu cloze")
     else:
-        prompts = [render_prompt(s.name, s.dev, q) for s, q in items]
+        prompts = [render_prompt(s.name, s.dev, q, prompt_style) for s, q in items]
         preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
-                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu")
+                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu",
+                                 choices=choices_for(prompt_style))
     correct: dict[str, int] = {}
     records = []
     for (s, q), p in zip(items, preds):
@@ -141,7 +194,8 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
                         "logliks": p.logliks, "output": p.output, "pattern": p.pattern, "rescored": p.rescored})
     result = aggregate(subjects, correct)
-    result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "limit": limit,
+    result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
+                   "limit": limit,
                    "unmatched": sum(1 for p in preds if p.pred is None),
                    "truncated": sum(1 for p in preds if p.truncated),
                    "rescored_float32": sum(1 for p in preds if p.rescored), "predictions": records,
@@ -152,5 +206,6 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
 def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks financeiq|cmmlu`: this module's entry in yunshan.eval.tasks."""
     return run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
+                     prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "cmmlu",
                      batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
                      max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit), []

@@ -21,6 +21,9 @@ from pathlib import Path
 
 from .tasks import TASKS
 
+# --prompt-style: each benchmark's own prompt, or lm-evaluation-harness's task prompt (ceval.py, cmmlu.py).
+PROMPT_STYLES = ("benchmark", "lm-eval")
+
 
 @dataclass
 class EvalArgs:
@@ -45,8 +48,10 @@ class EvalArgs:
         "help": "loglik: answer-only, next-token likelihood of A-D (as the papers score); cloze: likelihood of "
                 "each option's text after the question against a neutral context (knowledge, for small models); "
                 "generate: greedy answer + documented extraction"})
-    prompt_style: str = field(default="ceval", metadata={
-        "help": "C-Eval-format prompt: ceval (docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid)"})
+    prompt_style: str = field(default="benchmark", metadata={
+        "help": "multiple-choice prompt: benchmark (each benchmark's own: C-Eval's for C-Eval and FinEval, CMMLU's "
+                "for CMMLU and FinanceIQ; docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid and "
+                "cmmlu tasks' prompts)"})
     chat: str = field(default="auto", metadata={
         "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off"})
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
@@ -122,6 +127,8 @@ def run_eval(args: EvalArgs) -> dict:
             raise FileNotFoundError(f"{path}: no such task data")
     if args.mode not in ("loglik", "cloze", "generate"):
         raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
+    if args.prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"--prompt-style {args.prompt_style!r} is not valid; use {' or '.join(PROMPT_STYLES)}")
     from yunshan.folders import check_output_folder
 
     # Before any scoring: a folder that cannot be written would otherwise fail only at the end.

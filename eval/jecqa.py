@@ -2,9 +2,11 @@
 
     yunshan eval --model out/yunshan --tasks jecqa=path/to/JEC-QA
 
-Records (as released, one JSON object per line or a JSON list) `{id, statement, option_list: {A..D},
-answer: [letters], source}` with source 0 = knowledge-driven, 1 = case-analysis. Every `*.json` / `*.jsonl`
-file of the folder is read (or give a single file). A prediction is right only if its letter set equals the
+Records as released (one JSON object per line in a `.json` file, or a JSON list): `{id, statement, option_list:
+{A..D}, answer: [letters], ...}` (the release also has `subject` and `type`). The question type is the file's:
+`0_*.json` knowledge-driven, `1_*.json` case-analysis (the release's naming, kept by `yunshan data convert --from
+jecqa-holdout`); a record's own `source` field (0 or 1), where a converted set has one, wins. Every `*.json` /
+`*.jsonl` file of the folder is read (or give a single file). A prediction is right only if its letter set equals the
 gold set. JEC-QA publishes no LLM prompt; yunshan's (documented in eval/README.md) is
 
     以下是中国司法考试的不定项选择题，请选出所有正确答案。\\n\\n{statement}\\nA. {A}\\nB. {B}\\nC. {C}\\nD. {D}\\n答案：
@@ -44,25 +46,48 @@ def _records_of(path: Path) -> list[tuple[dict, int]]:
     return out
 
 
+def source_of_file(path: Path) -> int | None:
+    """The question type of a released file: 0 (knowledge-driven) for `0_*`, 1 (case-analysis) for `1_*`."""
+    head = path.name.split("_", 1)[0]
+    return int(head) if head in ("0", "1") and "_" in path.name else None
+
+
 def load_jecqa(path: str | Path) -> list[dict]:
-    """Validated records of a JEC-QA file or folder, each with `where` (file:line) for messages."""
+    """Validated records of a JEC-QA file or folder, each with `where` (file:line) for messages and `source`
+    (0, 1 or None) from the record or else the file name."""
     path = Path(path)
     files = [path] if path.is_file() else sorted([*path.glob("*.json"), *path.glob("*.jsonl")])
     if not files:
         raise FileNotFoundError(f"{path}: no JEC-QA files (*.json or *.jsonl)")
     records = []
     for file in files:
-        for rec, line in _records_of(file):
-            where = f"{file}:{line}" if line else f"{file}: record {len(records)}"
-            if not isinstance(rec, dict) or "statement" not in rec or "option_list" not in rec:
-                raise ValueError(f"{where}: expected {{id, statement, option_list, answer, source}}")
+        file_source = source_of_file(file)
+        for k, (rec, line) in enumerate(_records_of(file)):
+            where = f"{file}:{line}" if line else f"{file}: record {k}"
+            if not isinstance(rec, dict):
+                raise ValueError(f"{where}: expected a JSON object {{id, statement, option_list, answer, ...}}")
+            for key in ("statement", "option_list"):
+                if key not in rec:
+                    raise ValueError(f"{where}: field {key!r} is missing; JEC-QA records are "
+                                     "{id, statement, option_list: {A..D}, answer: [letters], ...}")
+            if not isinstance(rec["statement"], str) or not rec["statement"].strip():
+                raise ValueError(f"{where}: field 'statement' is {rec['statement']!r}; it must be the question text")
             options = rec["option_list"]
-            if not isinstance(options, dict) or sorted(options) != list(LETTERS):
-                raise ValueError(f"{where}: field 'option_list' must have exactly the keys A, B, C, D")
-            answer = rec.get("answer")
+            if not isinstance(options, dict) or sorted(options) != list(LETTERS) or \
+                    not all(isinstance(v, str) for v in options.values()):
+                raise ValueError(f"{where}: field 'option_list' must map exactly the keys A, B, C, D to texts")
+            if "answer" not in rec:
+                raise ValueError(f"{where}: field 'answer' is missing; JEC-QA's test files are released without "
+                                 "answers (scored on CodaLab): evaluate a held-out part of the train files "
+                                 "(yunshan data convert --from jecqa-holdout)")
+            answer = rec["answer"]
             if not isinstance(answer, list) or not answer or any(a not in LETTERS for a in answer):
                 raise ValueError(f"{where}: field 'answer' is {answer!r}; it must be a non-empty list of A-D")
-            records.append({**rec, "where": where})
+            source = rec.get("source", file_source)
+            if source not in (0, 1, None):
+                raise ValueError(f"{where}: field 'source' is {source!r}; it must be 0 (knowledge) or 1 (case "
+                                 "analysis)")
+            records.append({**rec, "source": source, "where": where})
     return records
 
 

@@ -31,8 +31,15 @@ class Question:
 
 
 def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, require_answer: bool = True,
-                    header_hint: str = "") -> list[Question]:
-    """Read one subject file.
+                    header_hint: str = "", optional: tuple[str, ...] = ("id",)) -> list[Question]:
+    """Read one subject file as released.
+
+    What the releases really hold is accepted: a UTF-8 BOM, header names in another case or with spaces around
+    them ("Question" / "question"), an extra index column (CMMLU's leading unnamed one, or a pandas index before
+    C-Eval's `id`), empty trailing fields, CRLF line ends, and whitespace around the answer letter (FinEval's
+    "D "). The question and option texts are kept exactly as released (the owners' code and lm-eval put them into
+    the prompt unstripped). Anything else stops with one line naming the file, the line, the field and what is
+    valid.
 
     Args:
         path: the CSV file (UTF-8, BOM allowed).
@@ -40,6 +47,7 @@ def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, requi
         format_name: "C-Eval" or "CMMLU", for error messages.
         require_answer: every row must have an answer in A-D (dev and scored splits).
         header_hint: the expected header, quoted in errors.
+        optional: roles whose column may be missing (the id: questions are then numbered from 0).
     """
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
@@ -47,32 +55,53 @@ def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, requi
             header = next(reader)
         except StopIteration:
             raise ValueError(f"{path}: empty file; a {format_name} subject file needs the header {header_hint}")
+        except (csv.Error, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}:1: not a UTF-8 CSV file ({err}); the {format_name} format is {header_hint}")
+        names = [h.strip().lstrip("\ufeff").strip().lower() for h in header]
         index = {}
         for role, name in columns.items():
-            if name not in header:
+            if name.lower() in names:
+                index[role] = names.index(name.lower())
+            elif role not in optional:
+                hint = ("; C-Eval's test split is released without answers: score --split val"
+                        if role == "answer" and format_name == "C-Eval" else "")
                 raise ValueError(f"{path}:1: missing column {name!r} (header is {header}); "
-                                 f"the {format_name} format is {header_hint}")
-            index[role] = header.index(name)
+                                 f"the {format_name} format is {header_hint}{hint}")
         questions, line = [], reader.line_num + 1
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except (csv.Error, UnicodeDecodeError) as err:
+                raise ValueError(f"{path}:{line}: unreadable CSV row ({err}); the {format_name} format is "
+                                 f"{header_hint}") from None
             start, line = line, reader.line_num + 1  # a quoted field may span several lines
             if not any(cell.strip() for cell in row):
                 continue
             if len(row) < len(header):
-                raise ValueError(f"{path}:{start}: row has {len(row)} fields, the header has {len(header)}")
-            get = lambda role: row[index[role]].strip() if role in index else ""  # noqa: E731
-            if not get("question"):
-                raise ValueError(f"{path}:{start}: field {columns['question']!r} is empty")
-            answer = get("answer") or None
+                raise ValueError(f"{path}:{start}: row has {len(row)} fields, the header has {len(header)} "
+                                 f"({header_hint})")
+            if any(cell.strip() for cell in row[len(header):]):
+                raise ValueError(f"{path}:{start}: row has {len(row)} fields, the header has {len(header)} "
+                                 f"({header_hint}); a field holding a comma must be quoted")
+            get = lambda role: row[index[role]] if role in index else ""  # noqa: E731
+            if not get("question").strip():
+                raise ValueError(f"{path}:{start}: field {columns['question']!r} is empty; every row needs a question")
+            for letter in LETTERS:
+                if not get(letter).strip():
+                    raise ValueError(f"{path}:{start}: field {columns[letter]!r} is empty; every row needs four "
+                                     "options A-D")
+            answer = get("answer").strip() or None
             if answer is not None and answer not in LETTERS:
-                raise ValueError(f"{path}:{start}: field {columns['answer']!r} is {answer!r}; "
+                raise ValueError(f"{path}:{start}: field {columns['answer']!r} is {get('answer')!r}; "
                                  f"it must be one of {', '.join(LETTERS)}")
             if require_answer and answer is None:
                 raise ValueError(f"{path}:{start}: field {columns['answer']!r} is empty; "
                                  f"scored and few-shot rows need an answer in {', '.join(LETTERS)}")
-            qid = get("id") if "id" in columns else str(len(questions))
-            questions.append(Question(qid or str(len(questions)), get("question"),
-                                      tuple(get(letter) for letter in LETTERS), answer, str(path), start))
+            qid = get("id").strip() or str(len(questions))
+            questions.append(Question(qid, get("question"), tuple(get(letter) for letter in LETTERS), answer,
+                                      str(path), start))
     if not questions:
         raise ValueError(f"{path}: no questions (empty subject); a subject file needs at least one row")
     return questions

@@ -57,3 +57,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# The real benchmark releases shared beside the repository (../shared/realdata, its README lists sources and
+# licences); YUNSHAN_REALDATA points elsewhere. Tests read them in place and never copy their text into the project.
+REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+
+
+def realdata(*parts: str) -> Path:
+    """A path under the real-data folder; the calling test is skipped (with the reason) when it is absent."""
+    import os
+
+    import pytest
+
+    root = Path(os.environ.get("YUNSHAN_REALDATA") or REALDATA)
+    path = root.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the real releases are not beside this checkout (set YUNSHAN_REALDATA)")
+    return path
