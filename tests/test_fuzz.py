@@ -24,7 +24,6 @@ from yunshan.data.records import BadRecord, read_records
 from yunshan.data.sources import SourceArgs, read_file_records, resolve_files
 from yunshan.pipeline import PipelineRecipe
 from yunshan.recipe import describe, load_recipe
-from yunshan.tokenizer.corpus import iter_documents
 from yunshan.training.cpt import CptArgs
 from yunshan.training.sft import SftArgs
 
@@ -223,20 +222,6 @@ def test_random_and_damaged_zip_archives_read_or_are_one_line(tmp_path, members,
         read_all(str(path))
     except Exception as err:  # noqa: BLE001
         assert_one_line_error(err, "corpus.zip")
-
-
-@FUZZ
-@given(data=st.binary(min_size=1, max_size=300), suffix=st.sampled_from([".jsonl", ".txt", ".md"]),
-       skip=st.booleans())
-def test_random_bytes_as_a_tokenizer_corpus_read_or_are_one_line(tmp_path, data, suffix, skip):
-    """The tokenizer extension's own corpus reader (tokenizer/corpus.py, standalone) over random bytes."""
-    path = tmp_path / f"corpus{suffix}"
-    path.write_bytes(data)
-    try:
-        for text in iter_documents([path], on_invalid_utf8="skip" if skip else "error"):
-            assert isinstance(text, str) and text  # blank by the `.txt` rule (ASCII whitespace) is never a document
-    except Exception as err:  # noqa: BLE001
-        assert_one_line_error(err, path.name)
 
 
 # ---------------------------------------------------------------- what the searches found (kept as fixed examples)

@@ -84,6 +84,15 @@ def test_layers_point_one_way():
         ("yunshan.pipeline", "yunshan.training", "yunshan.recipe", "yunshan.cli", "yunshan.data_commands"))}
     # The recipe loader knows no recipe.
     assert everything["yunshan.recipe"] <= {"yunshan.samples"}
+    # The tokenizer tools read corpora through the data layer's one reader, never the other way round; apart from
+    # its command module (which measures an extension's cost on a model), the tokenizer library knows neither
+    # training, the pipeline, evaluation, the recipe loader nor the command line.
+    assert not {m for m in imported_by("yunshan.data.") if m.startswith("yunshan.tokenizer")}
+    assert {"yunshan.data.records", "yunshan.data.sources"} <= everything["yunshan.tokenizer.corpus"]
+    library = {m for name, deps in everything.items() if name.startswith("yunshan.tokenizer")
+               and name != "yunshan.tokenizer.commands" for m in deps}
+    assert not {m for m in library if m.startswith(
+        ("yunshan.pipeline", "yunshan.training", "yunshan.eval", "yunshan.recipe", "yunshan.cli"))}
 
 
 def test_the_data_layer_never_prints():

@@ -40,14 +40,19 @@ class ReportArgs:
     """Arguments of `yunshan tokenizer report`."""
 
     tokenizer: list[str] = field(metadata={"help": "tokenizer folder or .model (repeat; the first is the reference)"})
-    text: list[str] = field(metadata={"help": "text files: .jsonl (one text per record) or plain text (one text per "
-                                              "paragraph)"})
-    text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl files"})
+    text: list[str] = field(metadata={"help": "texts: files, folders or globs in any format yunshan cpt reads (.jsonl: "
+                                              "one text per record; .txt: one text per paragraph)"})
+    format: str = field(default="auto", metadata={"help": "format of the text files: auto (from each name) or jsonl, "
+                                                          "json, parquet, csv, txt"})
+    text_field: str = field(default="text", metadata={"help": "record field holding the text"})
+    txt_document: str = field(default="paragraph", metadata={"help": ".txt files: one text per paragraph, line or "
+                                                                     "file"})
     top_new: int = field(default=20, metadata={"help": "how many of the most used new tokens to list"})
     json: str | None = field(default=None, metadata={"help": "also write the report as JSON here"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from yunshan.data.records import FORMATS
     from yunshan.flags import add_flags
 
     from .extend import ExtendArgs
@@ -57,13 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(ext, ExtendArgs, required=("base", "out"), skip=("max_token_chars",),
               metavars={"corpus": "FILE", "words": "FILE", "new_tokens": "N", "out": "DIR", "report_texts": "FILE"},
               names={"report_texts": "--report-text"},
-              choices={"on_invalid_utf8": ("error", "skip"), "txt_document": ("paragraph", "line", "file")})
+              choices={"on_bad_record": ("fail", "skip"), "txt_document": ("paragraph", "line", "file"),
+                       "format": ("auto", *FORMATS)})
     # The one flag with a word for a value: "none" lifts the limit.
     ext.add_argument("--max-token-chars", default="16", help=_help(ExtendArgs, "max_token_chars") + " (default 16)")
     add_flags(ext.add_argument_group("step-0 cost"), ExtensionCostArgs, metavars={"model": "DIR_OR_ID", "heldout":
               "LABEL=FILE"}, choices={"init": ("subword_mean", "mean", "random")})
     rep = sub.add_parser("report", help="vocabulary size, tokens per character and bytes per token on text files")
-    add_flags(rep, ReportArgs, metavars={"tokenizer": "PATH", "text": "FILE", "json": "PATH"})
+    add_flags(rep, ReportArgs, metavars={"tokenizer": "PATH", "text": "FILE", "json": "PATH"},
+              choices={"txt_document": ("paragraph", "line", "file"), "format": ("auto", *FORMATS)})
 
 
 def _help(cls, name: str) -> str:
@@ -99,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from .report import compression_report, format_markdown
 
     rep = from_flags(ReportArgs, args)
-    report = compression_report(rep.tokenizer, rep.text, text_field=rep.text_field, top_new=rep.top_new)
+    report = compression_report(rep.tokenizer, rep.text, text_field=rep.text_field, format=rep.format,
+                                txt_document=rep.txt_document, top_new=rep.top_new)
     print(format_markdown(report))
     if rep.json:
         Path(rep.json).parent.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,14 @@
-"""Read the domain corpus for an extension and count its pre-tokenised words.
+"""The corpus of a vocabulary extension (and the texts of a compression report), read as `yunshan cpt` reads a source.
 
-    yunshan tokenizer extend --base BASE --corpus finance.jsonl legal.txt --new-tokens 3000 --out OUT
+    yunshan tokenizer extend --base BASE --corpus legal/*.jsonl.zst finance.parquet --new-tokens 3000 --out OUT
 
-Formats: `.jsonl` (one JSON object per line, text in a field, "text" by default) and anything else as plain UTF-8
-text with one document per paragraph (lines up to a blank line; `txt_document` "line" or "file" for corpora that
-mean something else). That is yunshan's `.txt` rule everywhere (yunshan/data/records.py says why): the merges are
-learned on the documents continual pretraining trains on. The rule is copied here, not imported, because the
-tokenizer package stands alone; a test checks that both copies split every text the same way. Bad input gets a
-message naming the file, line and what is wrong: a missing or empty file, a line that is not valid JSON or lacks the
-field, invalid UTF-8 (with the byte offset; with `on_invalid_utf8="skip"` the documents holding it are skipped and
-counted instead).
+yunshan has one record reader, `yunshan.data.records`, and the tokenizer tools read through it (by way of
+`yunshan.data.sources`, as continual pretraining and decontamination do), so the extension learns its merges on the
+very documents the model then trains on: files, folders and globs; .jsonl, .json, .parquet, .csv and .txt, each
+optionally .gz, .zst, .xz or .bz2, and .zip archives of them; the text field (`--text-field`) and `--format` for
+files whose name does not say it; the `.txt` rule (one document per paragraph, `--txt-document`); and the same
+bad-record policy and reasons (`--on-bad-record fail` stops at the first unusable record naming file, line and field;
+`skip` skips it and counts it by reason in the report, per file).
 
 Counting is the base pipeline's normaliser and pre-tokeniser per document plus a `collections.Counter` over the
 resulting words (C); no Python loop touches single characters (see `BaseTokenizer.count_words` for the fast path).
@@ -17,11 +16,17 @@ resulting words (C); no Python loop touches single characters (see `BaseTokenize
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from yunshan.data.records import TXT_DOCUMENTS
+from yunshan.data.sources import SourceArgs, resolve_files, source_texts
+
+ON_BAD_RECORD = ("fail", "skip")
+FIX = ("Fix the file (--text-field names the field that holds the text, --format the format of a file whose name does "
+       "not say it), or pass --on-bad-record skip to skip unusable records and count them by reason.")
 
 
 @dataclass
@@ -29,8 +34,7 @@ class CorpusFileStats:
     path: str
     documents: int = 0
     characters: int = 0
-    skipped_invalid_utf8: int = 0   # documents skipped because they are not valid UTF-8 (on_invalid_utf8="skip")
-    skipped_empty: int = 0          # blank lines / documents with empty text
+    bad: dict[str, int] = field(default_factory=dict)  # unusable records skipped, by reason (on_bad_record "skip")
 
 
 @dataclass
@@ -43,134 +47,52 @@ class CorpusStats:
         return {"files": [asdict(f) for f in self.files], "words": self.words, "unique_words": self.unique_words}
 
 
-# What counts as blank: ASCII whitespace only, as bytes.strip() in yunshan.data.records (a line of ideographic
-# spaces is text, not a paragraph break).
-_BLANK = " \t\n\r\x0b\x0c"
-TXT_DOCUMENTS = ("paragraph", "line", "file")
-
-
-def split_documents(lines: list[str], txt_document: str = "paragraph") -> list[tuple[int, list[str]]]:
-    """(first line number, the document's lines) of a plain text split into lines at "\\n" (line ends kept as
-    "\\r" where the file had "\\r\\n"): yunshan's `.txt` rule (copied from yunshan.data.records.txt_documents).
-    Paragraph: lines up to a blank or whitespace-only line; line: every non-blank line; file: everything.
-    `join_document` makes the text."""
-    if txt_document not in TXT_DOCUMENTS:
-        raise ValueError(f"txt_document must be one of {', '.join(TXT_DOCUMENTS)}, got {txt_document!r}")
-    if txt_document == "file":  # "".split("\n") is [""]: an empty file, no line and no document
-        return [(1, lines)] if lines not in ([], [""]) else []
-    documents, doc, first = [], [], 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip(_BLANK):
-            if doc and txt_document == "paragraph":
-                documents.append((first, doc))
-                doc = []
-            continue
-        if not doc:
-            first = number
-        doc.append(line)
-        if txt_document == "line":
-            documents.append((first, doc))
-            doc = []
-    if doc:
-        documents.append((first, doc))
-    return documents
-
-
-def join_document(lines: list[str]) -> str:
-    return "\n".join(lines).rstrip("\r\n")
-
-
-def _decode_lines(path: Path, data: bytes, on_invalid_utf8: str, stats: CorpusFileStats) -> list[str | None]:
-    """The file's lines; with on_invalid_utf8="skip", None for a line that is not UTF-8."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        return data.decode("utf-8").split("\n")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        if on_invalid_utf8 != "skip":
-            raise ValueError(
-                f"{path}: line {line}: invalid UTF-8 at byte offset {err.start} ({err.reason}: "
-                f"{data[err.start:err.start + 4]!r}); convert the file to UTF-8, or pass --on-invalid-utf8 skip to "
-                "skip and count such documents") from None
-    lines: list[str | None] = []
-    for raw in data.split(b"\n"):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            lines.append(None)
-    return lines
-
-
-def iter_documents(paths: list[str | Path], *, text_field: str = "text", on_invalid_utf8: str = "error",
-                   txt_document: str = "paragraph", stats: CorpusStats | None = None) -> Iterator[str]:
-    """Yield the documents of every corpus file in order, filling `stats` as it goes."""
-    if on_invalid_utf8 not in ("error", "skip"):
-        raise ValueError(f"on_invalid_utf8={on_invalid_utf8!r}: valid values are 'error' and 'skip'")
+def corpus_files(paths: list[str | Path], *, format: str = "auto", what: str = "--corpus") -> list[str]:
+    """The files that `paths` (files, folders, globs) name, in order; a missing path, an empty file or an unknown
+    extension is an error starting with `what`."""
     if not paths:
-        raise ValueError("no corpus files given: pass at least one --corpus FILE (.jsonl or plain text)")
+        raise ValueError(f"{what}: no files given; name at least one file, folder or glob (.jsonl .json .parquet .csv "
+                         ".txt, optionally .gz/.zst/.xz/.bz2, or .zip)")
+    return resolve_files(_source(paths, format, "text", "paragraph"), what=what, archives=True)
+
+
+def read_corpus(paths: list[str | Path], *, format: str = "auto", text_field: str = "text",
+                txt_document: str = "paragraph", on_bad_record: str = "fail", stats: CorpusStats | None = None,
+                what: str = "--corpus") -> Iterator[str]:
+    """Yield the text of every usable record of the corpus in file order, filling `stats` (per file: documents,
+    characters, bad records by reason) as it goes.
+
+    Args:
+        paths: files, folders or globs (`corpus_files`).
+        format: "auto" (from each file's name) or one of yunshan.data.records.FORMATS.
+        text_field: the record field holding the text (a .txt document is {text_field: text}).
+        txt_document: how a .txt file is cut into documents: paragraph, line or file.
+        on_bad_record: "fail" (stop with file, line and field) or "skip" (count by reason in `stats`).
+        what: who names the files, for errors (a flag or a recipe key).
+    """
+    if on_bad_record not in ON_BAD_RECORD:
+        raise ValueError(f"on_bad_record={on_bad_record!r}: valid values are {', '.join(ON_BAD_RECORD)}")
+    if txt_document not in TXT_DOCUMENTS:
+        raise ValueError(f"txt_document={txt_document!r}: valid values are {', '.join(TXT_DOCUMENTS)}")
+    source = _source(paths, format, text_field, txt_document)
     stats = stats if stats is not None else CorpusStats()
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise FileNotFoundError(f"corpus file {path} does not exist" if not path.exists()
-                                    else f"corpus path {path} is not a file")
-        data = path.read_bytes()
-        if not data.strip():
-            raise ValueError(f"corpus file {path} is empty; give a file with at least one document")
-        file_stats = CorpusFileStats(str(path))
+    for path in corpus_files(paths, format=format, what=what):
+        file_stats = CorpusFileStats(path)
         stats.files.append(file_stats)
-        lines = _decode_lines(path, data, on_invalid_utf8, file_stats)
-        if path.suffix.lower() in (".jsonl", ".ndjson"):
-            documents = _jsonl_documents(path, lines, text_field, file_stats)
-        else:
-            documents = _text_documents(lines, txt_document, file_stats)
-        for text in documents:
+        for record in source_texts(source, on_bad_record, file_stats.bad, context=f"{what}: ", fix=FIX, key="{}",
+                                   files=[path]):
             file_stats.documents += 1
-            file_stats.characters += len(text)
-            yield text
+            file_stats.characters += len(record.text)
+            yield record.text
         if file_stats.documents == 0:
-            raise ValueError(f"corpus file {path} has no non-empty documents"
-                             + (f" ({file_stats.skipped_invalid_utf8} skipped as invalid UTF-8)"
-                                if file_stats.skipped_invalid_utf8 else ""))
+            skipped = sum(file_stats.bad.values())
+            raise ValueError(f"{what}: {path} holds no usable document" + (
+                f" ({skipped} unusable records skipped: {', '.join(sorted(file_stats.bad))})" if skipped else ""))
 
 
-def _text_documents(lines: list[str | None], txt_document: str, stats: CorpusFileStats) -> Iterator[str]:
-    # A line that is not UTF-8 (None) sinks the document it belongs to, as in yunshan.data.records.
-    marked = ["\x00?" if line is None else line for line in lines]
-    for first, doc in split_documents(marked, txt_document):
-        if any(line is None for line in lines[first - 1:first - 1 + len(doc)]):
-            stats.skipped_invalid_utf8 += 1
-            continue
-        yield join_document(doc)
-
-
-def _jsonl_documents(path: Path, lines: list[str | None], text_field: str, stats: CorpusFileStats) -> Iterator[str]:
-    for number, line in enumerate(lines, start=1):
-        if line is None:
-            stats.skipped_invalid_utf8 += 1
-            continue
-        if line.endswith("\r"):  # Windows line ends
-            line = line[:-1]
-        if not line.strip():
-            if line:
-                stats.skipped_empty += 1
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {number}: not valid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict) or text_field not in record:
-            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-            raise ValueError(f"{path}: line {number}: no {text_field!r} field (found {keys}); pass "
-                             "--text-field NAME to read another field")
-        text = record[text_field]
-        if not isinstance(text, str):
-            raise ValueError(f"{path}: line {number}: field {text_field!r} is {type(text).__name__}, "
-                             "expected a string")
-        if not text.strip():
-            stats.skipped_empty += 1
-            continue
-        yield text
+def _source(paths, format: str, text_field: str, txt_document: str) -> SourceArgs:
+    return SourceArgs(name="corpus", path=[str(p) for p in paths], format=format, text_field=text_field,
+                      txt_document=txt_document, shuffle=False)
 
 
 def count_words(documents: Iterator[str], base, stats: CorpusStats) -> Counter:

@@ -24,7 +24,6 @@ unique word; only the merge loop (`continued_bpe.py`) is Python.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -38,7 +37,7 @@ from .base import BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable, apply_merges
 from .continued_bpe import LearnedStep, learn_continued_bpe
 from .conventions import detect_conventions
-from .corpus import CorpusStats, count_words, iter_documents
+from .corpus import CorpusStats, corpus_files, count_words, read_corpus
 from .verify import check_base_preserved, find_dead_tokens
 from .word_lists import build_merge_chains, load_word_list, resolve_word_lists
 
@@ -54,8 +53,9 @@ class ExtendArgs:
         "help": "base tokenizer: a folder with tokenizer.json, a SentencePiece .model, or a Hub id ORG/NAME "
                 "(its tokenizer files, from the HF cache or downloaded: yunshan.hub_download)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in --base"})
-    corpus: list[str] = field(metadata={"help": "domain corpus files: .jsonl (text field) or plain text (see "
-                                                "txt_document)"})
+    corpus: list[str] = field(metadata={
+        "help": "domain corpus: files, folders or globs (.jsonl .json .parquet .csv .txt, each optionally "
+                ".gz/.zst/.xz/.bz2, or .zip), read as `yunshan cpt` reads a source"})
     new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
     out: str = field(default="", metadata={"help": "output folder; written only if the whole extension succeeds"})
     words: list[str] = field(default_factory=list, metadata={
@@ -63,12 +63,15 @@ class ExtendArgs:
     min_frequency: int = field(default=2, metadata={"help": "a pair must occur at least this often to be merged"})
     max_token_chars: int | None = field(default=16, metadata={
         "help": "longest corpus token, in characters (word-list terms are exempt); 0 or none for no limit"})
-    text_field: str = field(default="text", metadata={"help": "field holding the text in .jsonl corpus files"})
+    format: str = field(default="auto", metadata={
+        "help": "format of the corpus files: auto (from each file's name) or jsonl, json, parquet, csv, txt"})
+    text_field: str = field(default="text", metadata={"help": "record field holding the text"})
     txt_document: str = field(default="paragraph", metadata={
         "help": "plain-text corpus files: one document per paragraph (blank-line separated), line or file: the same "
                 "rule as a continual-pretraining source's txt_document"})
-    on_invalid_utf8: str = field(default="error", metadata={
-        "help": "'error': stop at the first invalid UTF-8 line (file, line, byte offset); 'skip': skip and count"})
+    on_bad_record: str = field(default="fail", metadata={
+        "help": "fail (stop at the first unusable record: file, line, field) or skip (skip and count by reason), as "
+                "yunshan cpt's data.on_bad_record"})
     report_texts: list[str] = field(default_factory=list, metadata={
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={
@@ -116,7 +119,7 @@ def _check_args(args: ExtendArgs) -> None:
 def _check_replaceable(out: Path, args: ExtendArgs) -> None:
     """--overwrite replaces only an earlier extension (its REPORT_FILE lists the files it wrote) that holds none of
     this run's inputs: a user's folder, the base tokenizer's or the corpus's, is never deleted."""
-    inputs = [("the base tokenizer", args.base), *(("corpus file", c) for c in args.corpus),
+    inputs = [("the base tokenizer", args.base), *(("corpus", c) for c in args.corpus),
               *(("word list", w) for w in args.words if not str(w).startswith("builtin:"))]
     for what, path in inputs:
         if Path(path).resolve().is_relative_to(out.resolve()):
@@ -286,18 +289,11 @@ def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
     return files
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     """Run the extension and write `args.out`; returns the report also saved as yunshan_tokenizer_extension.json."""
     _check_args(args)
     started = time.perf_counter()
+    from yunshan.data.files import sha256_file
     from yunshan.hub_download import resolve_pretrained
 
     # A Hub id is read from its HF cache folder; the report names that folder (its commit is in the path).
@@ -306,14 +302,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     base = load_base_tokenizer(args.base)
     word_lists = [load_word_list(p) for p in resolve_word_lists(args.words)]
     terms = list(dict.fromkeys(t for wl in word_lists for t in wl.terms))
-
-    stats = CorpusStats()
-    documents = iter_documents(args.corpus, text_field=args.text_field, on_invalid_utf8=args.on_invalid_utf8,
-                               txt_document=args.txt_document, stats=stats)
-    counter = count_words(documents, base, stats)
-    counted = time.perf_counter()
-    log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {stats.words:,} words "
-        f"({stats.unique_words:,} unique) in {counted - started:.1f}s")
+    corpus = corpus_files(args.corpus, format=args.format)  # a missing or empty file stops here, before any reading
 
     base_size = len(base.id_to_token)
     strings: list[str | None] = list(base.id_to_token)
@@ -332,6 +321,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 
     log(f"base conventions: {conventions.digits}; no new token joins "
         f"{', '.join(conventions.as_dict()['forbidden_transitions'][:6])}...")
+    # The word-list chains need no corpus: built (and checked against --new-tokens) before the corpus is read.
     chain_steps, term_results = build_merge_chains(base, terms, strings=strings, vocab=vocab, table=table,
                                                    mergeable=mergeable, reserved=base.reserved_strings,
                                                    violation=violation)
@@ -339,6 +329,16 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     if chain_new > args.new_tokens:
         raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
                          "--new-tokens or shorten the word lists")
+
+    stats = CorpusStats()
+    documents = read_corpus(corpus, format=args.format, text_field=args.text_field, txt_document=args.txt_document,
+                            on_bad_record=args.on_bad_record, stats=stats)
+    counter = count_words(documents, base, stats)
+    counted = time.perf_counter()
+    bad = sum(n for f in stats.files for n in f.bad.values())
+    log(f"corpus: {sum(f.documents for f in stats.files):,} documents in {len(corpus)} file{'s' * (len(corpus) > 1)}"
+        + (f" ({bad:,} unusable records skipped)" if bad else "")
+        + f", {stats.words:,} words ({stats.unique_words:,} unique) in {counted - started:.1f}s")
 
     words, counts, pending = _initial_segmentations(base, counter, strings, vocab, mergeable, table,
                                                     {s.string for s in chain_steps})
@@ -407,7 +407,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         },
         "base_conventions": conventions.as_dict(),
         "training_words": {"tokens_before": learned.tokens_before, "tokens_after": learned.tokens_after},
-        "corpus": {**stats.as_dict(), "sha256": [_sha256_file(Path(p)) for p in args.corpus]},
+        "corpus": {**stats.as_dict(), "sha256": [sha256_file(f) for f in corpus]},
         "word_lists": [wl.summary() for wl in word_lists],
         "terms": {"total": len(terms), "by_status": status_counts,
                   "not_added": [{"term": t.term, "status": t.status} for t in term_results

@@ -5,10 +5,11 @@
 
 Compression rate as the PanGu-π paper defines it (Table 7; docs/benchmarks.md): the sum of tokens over
 the sum of Unicode characters of the texts, no BOS or other special tokens added; lower is better. A `.jsonl` file
-gives one text per record ("text" field), any other file one text per paragraph (yunshan's `.txt` rule,
-corpus.py). Every tokenizer after the
-first is compared with the first (token change in percent) and lists the tokens it has that the first lacks, most
-used first. Output: a markdown table on stdout and, with `--json`, the same numbers as JSON.
+gives one text per record ("text" field, `--text-field`), a `.txt` file one text per paragraph (yunshan's `.txt`
+rule), every format and compression `yunshan cpt` reads (corpus.py: the data layer's one reader; files, folders,
+globs; one row per file). Every tokenizer after the first is compared with the first (token change in percent)
+and lists the tokens it has that the first lacks, most used first. Output: a markdown table on stdout and, with
+`--json`, the same numbers as JSON.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from .corpus import iter_documents
+from .corpus import corpus_files, read_corpus
 
 
 def load_backend(path: str | Path):
@@ -42,8 +43,10 @@ def load_backend(path: str | Path):
 
 
 def compression_report(tokenizers: list[str | Path], texts: list[str | Path], *, text_field: str = "text",
-                       top_new: int = 20, batch_size: int = 1000) -> dict:
-    """Token counts of every tokenizer on every text file; see the module docstring for the definitions."""
+                       format: str = "auto", txt_document: str = "paragraph", top_new: int = 20,
+                       batch_size: int = 1000) -> dict:
+    """Token counts of every tokenizer on every text file (`texts`: files, folders or globs); see the module
+    docstring for the definitions. An unusable record is an error naming file, line and field."""
     if not tokenizers:
         raise ValueError("give at least one --tokenizer")
     backends = [load_backend(t) for t in tokenizers]
@@ -53,8 +56,9 @@ def compression_report(tokenizers: list[str | Path], texts: list[str | Path], *,
     new_ids = [{i for s, i in b.get_vocab(with_added_tokens=True).items() if s not in first_vocab}
                for b in backends]
     files = []
-    for path in texts:
-        documents = list(iter_documents([path], text_field=text_field))
+    for path in corpus_files(texts, format=format, what="--text"):
+        documents = list(read_corpus([path], format=format, text_field=text_field, txt_document=txt_document,
+                                     what="--text"))
         characters = sum(len(d) for d in documents)
         n_bytes = sum(len(d.encode("utf-8")) for d in documents)
         results = []

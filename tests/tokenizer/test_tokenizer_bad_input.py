@@ -24,12 +24,41 @@ def llama3(bases):
 def test_missing_and_empty_corpus_files(capsys, llama3, tmp_path):
     out = tmp_path / "out"
     code, _, err = run_extend(capsys, llama3, [tmp_path / "nope.jsonl"], out)
-    assert code == 1 and "corpus file" in err and "nope.jsonl does not exist" in err and "Traceback" not in err
+    assert code == 1 and f"--corpus: {tmp_path / 'nope.jsonl'} does not exist" in err and "Traceback" not in err
+    code, _, err = run_extend(capsys, llama3, [tmp_path / "*.jsonl.zst"], out)
+    assert code == 1 and "*.jsonl.zst matches no corpus file" in err
     empty = tmp_path / "empty.txt"
-    empty.write_text("\n  \n", encoding="utf-8")
+    empty.write_text("", encoding="utf-8")
     code, _, err = run_extend(capsys, llama3, [empty], out)
-    assert code == 1 and f"corpus file {empty} is empty" in err
+    assert code == 1 and f"--corpus: {empty} is empty" in err
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    code, _, err = run_extend(capsys, llama3, [blank], out)
+    assert code == 1 and f"--corpus: {blank} holds no usable document" in err
+    unknown = tmp_path / "notes.md"
+    unknown.write_text("资产负债表\n", encoding="utf-8")
+    code, _, err = run_extend(capsys, llama3, [unknown], out)
+    assert code == 1 and "cannot tell the format from the extension" in err
     assert not out.exists()
+    code, _, err = run_extend(capsys, llama3, [unknown], out, "--format", "txt", "--min-frequency", "1")
+    assert code == 0, err
+
+
+def test_the_word_lists_are_checked_against_new_tokens_before_the_corpus_is_read(capsys, llama3, tmp_path,
+                                                                                monkeypatch):
+    """A --new-tokens below what the word lists need stops before a single record is read (a newcomer waited 16 s
+    for this error on a real corpus)."""
+    import yunshan.tokenizer.extend as extend_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was read")
+
+    monkeypatch.setattr(extend_module, "read_corpus", never)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "资产负债表"}\n', encoding="utf-8")
+    code, _, err = run_extend(capsys, llama3, [corpus], tmp_path / "out", "--words", "builtin:finance",
+                              "--new-tokens", "3")
+    assert code == 1 and "the word lists need" in err and "but --new-tokens is 3" in err
 
 
 def test_invalid_utf8_error_names_file_line_and_byte_offset_or_is_skipped_and_counted(capsys, llama3, corpus,
@@ -42,27 +71,47 @@ def test_invalid_utf8_error_names_file_line_and_byte_offset_or_is_skipped_and_co
     code, _, err = run_extend(capsys, llama3, [bad], out)
     offset = len(good_line) * 3 + len("Bilanz f")
     assert code == 1
-    assert f"{bad}: line 7: invalid UTF-8 at byte offset {offset}" in err and "--on-invalid-utf8 skip" in err
+    assert f"--corpus: {bad}:7: invalid_utf8 (invalid UTF-8 at byte offset {offset} of the file)" in err
+    assert "--on-bad-record skip" in err and err.count("\n") == 1
     assert not out.exists()
 
-    code, _, err = run_extend(capsys, llama3, [bad, corpus["domain"]], out, "--on-invalid-utf8", "skip")
+    code, _, err = run_extend(capsys, llama3, [bad, corpus["domain"]], out, "--on-bad-record", "skip")
     assert code == 0, err
     report = json.loads((out / "yunshan_tokenizer_extension.json").read_text(encoding="utf-8"))
     first = report["corpus"]["files"][0]
-    assert (first["documents"], first["skipped_invalid_utf8"]) == (6, 1)
+    assert (first["documents"], first["bad"]) == (6, {"invalid_utf8": 1})
 
 
 def test_bad_jsonl_lines_name_the_line(capsys, llama3, tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "ok"}\n{"text": \n', encoding="utf-8")
     code, _, err = run_extend(capsys, llama3, [broken], tmp_path / "out")
-    assert code == 1 and f"{broken}: line 2: not valid JSON" in err
+    assert code == 1 and f"{broken}:2: malformed_json" in err
     other = tmp_path / "other.jsonl"
     other.write_text('{"content": "资产负债表"}\n', encoding="utf-8")
     code, _, err = run_extend(capsys, llama3, [other], tmp_path / "out")
-    assert code == 1 and "line 1: no 'text' field (found ['content'])" in err and "--text-field" in err
+    assert code == 1 and f"{other}:1: field 'text': missing_field (record has fields: content)" in err
+    assert "--text-field" in err
     code, _, err = run_extend(capsys, llama3, [other], tmp_path / "out", "--text-field", "content")
     assert code == 0, err
+
+
+def test_bad_records_are_skipped_and_counted_by_reason_as_cpt_counts_them(capsys, llama3, tmp_path):
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"text": "资产负债表显示公司的净利润增长。"}\n{"text": \n{"text": ""}\n{"text": 7}\n[1]\n'
+                     '{"body": "x"}\n{"text": "违约责任由合同约定。"}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    code, _, err = run_extend(capsys, llama3, [mixed], out, "--on-bad-record", "skip", "--min-frequency", "1")
+    assert code == 0, err
+    report = json.loads((out / "yunshan_tokenizer_extension.json").read_text(encoding="utf-8"))
+    assert report["corpus"]["files"] == [{"path": str(mixed), "documents": 2, "characters": 26, "bad": {
+        "malformed_json": 2, "empty_text": 1, "non_string_field": 1, "missing_field": 1}}]
+    # The same counts as `yunshan cpt`'s reader gives for this file.
+    from yunshan.data.sources import SourceArgs, source_texts
+
+    counts: dict = {}
+    assert len(list(source_texts(SourceArgs(name="x", path=str(mixed)), "skip", counts))) == 2
+    assert counts == {f"bad:{k}": v for k, v in report["corpus"]["files"][0]["bad"].items()}
 
 
 def test_more_tokens_than_the_corpus_supports_reports_how_many_were_learned(capsys, llama3, tmp_path):
@@ -82,9 +131,6 @@ def test_more_tokens_than_the_corpus_supports_reports_how_many_were_learned(caps
 
 def test_word_lists_needing_more_than_n_tokens_and_unknown_builtin(capsys, llama3, corpus, tmp_path):
     out = tmp_path / "out"
-    code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--words", "builtin:finance",
-                              "--new-tokens", "3")
-    assert code == 1 and "the word lists need" in err and "but --new-tokens is 3" in err
     code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--words", "builtin:medicine")
     assert code == 1 and "unknown word list 'builtin:medicine'" in err and "builtin:finance_zh" in err
     blank = tmp_path / "blank.txt"
@@ -142,7 +188,8 @@ def test_out_is_never_half_written(capsys, llama3, corpus, tmp_path):
     code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out)
     assert code == 0, err
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    # A failure late in the run (after the corpus was read) leaves --out as it was, and no temporary folder behind.
+    # A failure after the run started (the word lists need more tokens) leaves --out as it was, and no temporary
+    # folder behind.
     code, _, err = run_extend(capsys, llama3, [corpus["domain"]], out, "--overwrite", "--words", "builtin:all",
                               "--new-tokens", "5")
     assert code == 1 and {p.name: p.read_bytes() for p in out.iterdir()} == before

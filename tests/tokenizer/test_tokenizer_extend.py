@@ -246,3 +246,50 @@ def test_report_file_is_complete_and_reproducible(kind, extended, corpus):
     assert saved["new_tokens"]["corpus_stop_reason"] == "budget reached"
     assert str(out) not in json.dumps(saved)  # the output path is not recorded: reruns elsewhere are identical
     assert base_folder(out) == out
+
+
+def test_compressed_parquet_zip_and_glob_corpora_give_the_vocabulary_of_the_plain_file(bases, corpus, extended,
+                                                                                      tmp_path, capsys):
+    """One record reader (yunshan.data.records): the corpus `yunshan cpt` reads in any format or compression is the
+    corpus the extension learns from, record for record. README command 1 (`--corpus X.jsonl.gz Y.jsonl.zst
+    --words builtin:finance builtin:legal`) runs through the command line."""
+    import gzip
+    import zipfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    from yunshan.cli import main
+
+    kind = "byte_level_llama3"
+    plain, _ = extended[kind]
+    raw = corpus["domain"].read_bytes()
+    (tmp_path / "domain.jsonl.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "domain.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
+    rows = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "domain.parquet", row_group_size=100)
+    with zipfile.ZipFile(tmp_path / "domain.zip", "w") as archive:
+        archive.writestr("domain.jsonl", raw)
+    half = len(rows) // 2
+    (tmp_path / "parts").mkdir()
+    for i, part in enumerate((rows[:half], rows[half:])):
+        (tmp_path / "parts" / f"part-{i}.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part).encode("utf-8")))
+    want = (plain / "tokenizer.json").read_bytes()
+    for name in ("domain.jsonl.gz", "domain.jsonl.zst", "domain.parquet", "domain.zip", "parts/*.jsonl.zst"):
+        out = tmp_path / f"out_{name.replace('/', '_').replace('*', 'all')}"
+        report = extend(bases[kind], {**corpus, "domain": tmp_path / name}, out)
+        assert (out / "tokenizer.json").read_bytes() == want, name
+        assert sum(f["documents"] for f in report["corpus"]["files"]) == len(rows), name
+
+    # The README's command 1, with both compressions at once and the builtin word lists.
+    args = ["tokenizer", "extend", "--base", str(bases[kind]), "--words", "builtin:finance", "builtin:legal",
+            "--new-tokens", "5300"]
+    assert main([*args, "--corpus", str(tmp_path / "domain.jsonl.gz"), str(tmp_path / "parts" / "part-1.jsonl.zst"),
+                 "--out", str(tmp_path / "readme")]) == 0, capsys.readouterr().err
+    both = tmp_path / "both.jsonl"
+    both.write_bytes(raw + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[half:]).encode("utf-8"))
+    assert main([*args, "--corpus", str(both), "--out", str(tmp_path / "readme_plain")]) == 0
+    assert (tmp_path / "readme" / "tokenizer.json").read_bytes() == \
+        (tmp_path / "readme_plain" / "tokenizer.json").read_bytes()

@@ -371,22 +371,12 @@ class Exclusions:
 def corpus_texts(source, on_bad_record: str, counts: dict) -> Iterator[Text]:
     """The documents of a corpus source (yunshan.data.sources.SourceArgs) as continual pretraining reads them (its
     text field, its filter): tag {"source", "content", "record"}. Bad records raise or are counted by reason."""
-    from .records import BadRecord, fail_or_count
-    from .sources import RecordValidator, load_hf_dataset, read_dataset_records, read_file_records, resolve_files
+    from .sources import source_texts
 
-    validator = RecordValidator(source)
-    if source.dataset is not None:
-        records = (r for r, _ in read_dataset_records(load_hf_dataset(source), source, {}))
-    else:
-        records = (r for path in resolve_files(source) for r, _ in read_file_records(path, source, {}))
-    for record in records:
-        if isinstance(record, BadRecord):
-            fail_or_count(record, on_bad_record, counts, context=f"source {source.name!r}: ", key="bad:{}",
-                          fix="Fix the record, or pass --on-bad-record skip to count bad records.")
-            continue
-        if validator.keep(record):
-            yield Text(record.location, [record.text], {"source": source.name, "content": record.text,
-                                                        "record": record.meta})
+    for record in source_texts(source, on_bad_record, counts, context=f"source {source.name!r}: ",
+                               fix="Fix the record, or pass --on-bad-record skip to count bad records."):
+        yield Text(record.location, [record.text], {"source": source.name, "content": record.text,
+                                                    "record": record.meta})
 
 
 def conversation_texts(source, on_bad_record: str, counts: dict) -> Iterator[Text]:

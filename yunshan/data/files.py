@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def resolve_paths(patterns: str | list[str], what: str, keep: Callable[[str], bool] | None = None,
-                  kinds: str = "a corpus file") -> list[str]:
+                  kinds: str = "corpus file") -> list[str]:
     """The files that `patterns` name: each a file, a folder (searched recursively, keeping the files for which
     `keep` is true, default all) or a glob; in order, each pattern's files sorted.
 

@@ -4,8 +4,9 @@
     for location, record, position in read_records("legal.jsonl.zst"):    # record: a dict, or a BadRecord
         ...
 
-Corpus sources (sources.py), instruction sources (conversations.py) and `yunshan data convert` (convert.py) all read
-files through `read_records`: .jsonl, .json (a list, {"data": [...]}, or JSON Lines under a .json name, as JEC-QA
+Corpus sources (sources.py), instruction sources (conversations.py), `yunshan data convert` (convert.py),
+decontamination and the tokenizer tools (tokenizer/corpus.py, through sources.py) all read files through
+`read_records`: .jsonl, .json (a list, {"data": [...]}, or JSON Lines under a .json name, as JEC-QA
 ships them), .csv, .parquet and .txt, each optionally compressed (.gz, .zst, .xz, .bz2), and .zip archives of them
 (members in name order). A record that cannot be read is not raised but yielded as a `BadRecord` naming its reason
 (one of BAD_REASONS), field and what was found, so each caller applies its `on_bad_record` policy (`fail_or_count`):

@@ -74,21 +74,29 @@ class TextRecord:
     meta: dict | None = None
 
 
-def resolve_files(args: SourceArgs) -> list[str]:
-    """The sorted list of files a source names (folders are searched recursively for known extensions)."""
+def resolve_files(args: SourceArgs, what: str | None = None, archives: bool = False) -> list[str]:
+    """The sorted list of files a source names (folders are searched recursively for known extensions).
+
+    `what` names the source in errors (default "source NAME"). `archives`: .zip archives count too (for the tools
+    that read a corpus once from the start: a training run must resume inside a file, which an archive cannot)."""
+    what = what or f"source {args.name!r}"
+
+    def archive(path: str) -> bool:
+        return archives and path.lower().endswith(".zip")
 
     def known(path: str) -> bool:
         try:
             format_of(path)
             return True
         except ValueError:
-            return False
+            return archive(path)
 
-    files = resolve_paths(args.path, f"source {args.name!r}", keep=known)
+    files = resolve_paths(args.path, what, keep=known)
     for f in files:
-        format_of(f, args.format)  # fail early on unknown extensions
+        if not archive(f):
+            format_of(f, args.format)  # fail early on unknown extensions
         if os.path.getsize(f) == 0:
-            raise ValueError(f"source {args.name!r}: {f} is empty")
+            raise ValueError(f"{what}: {f} is empty")
     return files
 
 
@@ -125,6 +133,27 @@ class RecordValidator:
             if not isinstance(wanted, list) and value != wanted:
                 return False
         return True
+
+
+def source_texts(args: SourceArgs, on_bad_record: str, counts: dict, *, context: str = "", fix: str = "",
+                 key: str = "bad:{}", files: list[str] | None = None) -> Iterator[TextRecord]:
+    """The usable records of a source in order (its files as named, not shuffled), read and validated as `yunshan
+    cpt` reads them, for the tools that read a whole corpus once (the tokenizer extension, decontamination).
+
+    A bad record stops the reading under `on_bad_record` "fail" (BadRecordError: `context`, file, line, field, then
+    `fix`) or is counted in `counts` under `key` ("bad:<reason>"); records the source's `filter` leaves out are not
+    yielded. `files`: read only these (files of the source, .zip archives included; default resolve_files')."""
+    validator = RecordValidator(args)
+    if args.dataset is not None:
+        found = (r for r, _ in read_dataset_records(load_hf_dataset(args), args, {}))
+    else:
+        found = (r for path in (resolve_files(args, archives=True) if files is None else files)
+                 for r, _ in read_file_records(path, args, {}))
+    for record in found:
+        if isinstance(record, BadRecord):
+            records.fail_or_count(record, on_bad_record, counts, context=context, fix=fix, key=key)
+        elif validator.keep(record):
+            yield record
 
 
 def read_file_records(path: str, args: SourceArgs, position: dict) -> Iterator[tuple[TextRecord | BadRecord, dict]]:
