@@ -19,7 +19,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .multiple_choice import Question, answer_questions, cloze_neutral, cloze_prompt, read_choice_csv
+from .multiple_choice import (
+    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, read_choice_csv, read_dev_shots)
 
 COLUMNS = {"id": "id", "question": "question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "answer"}
 HEADER_HINT = "id,question,A,B,C,D,answer[,explanation]"
@@ -74,14 +75,7 @@ def load_ceval(root: str | Path, split: str = "val", shots: int = 5) -> list[Sub
         subject = Subject(key, english, chinese, group)
         subject.questions = read_choice_csv(path, COLUMNS, "C-Eval", require_answer=True, header_hint=HEADER_HINT)
         if shots > 0:
-            dev_path = root / "dev" / f"{key}_dev.csv"
-            if not dev_path.is_file():
-                raise FileNotFoundError(f"{dev_path}: missing; {shots}-shot prompts take examples from the dev split "
-                                        "(use --shots 0 without one)")
-            dev = read_choice_csv(dev_path, COLUMNS, "C-Eval", require_answer=True, header_hint=HEADER_HINT)
-            if len(dev) < shots:
-                raise ValueError(f"{dev_path}: {len(dev)} examples, fewer than --shots {shots}")
-            subject.dev = dev[:shots]
+            subject.dev = read_dev_shots(root / "dev" / f"{key}_dev.csv", shots, COLUMNS, "C-Eval", HEADER_HINT)
         subjects.append(subject)
     return subjects
 
@@ -119,11 +113,6 @@ def _cloze_header(subject_chinese: str) -> str:
     return f"以下是中国关于{subject_chinese}考试的题目，请给出正确答案。\n\n"
 
 
-def choices_for(style: str) -> list[str]:
-    """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
-    return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
-
-
 def micro(correct: int, n: int) -> float:
     return 100.0 * correct / n if n else float("nan")
 
@@ -159,31 +148,14 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
         for s in subjects:
             s.questions = s.questions[:limit]
     items = [(s, q) for s in subjects for q in s.questions]
-    if mode == "cloze":
-        from .multiple_choice import answer_cloze
-
-        requests = [render_cloze_prompt(s.chinese, s.dev, q) for s, q in items]
-        neutral = [cloze_neutral_context(s.chinese, s.dev) for s, _ in items]
-        preds = answer_cloze(lm, requests, neutral=neutral,
-                             batch_size=batch_size, add_bos=add_bos, progress=progress, desc="ceval cloze")
-    else:
-        prompts = [render_prompt(s.chinese, s.dev, q, prompt_style) for s, q in items]
-        preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
-                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="ceval",
-                                 choices=choices_for(prompt_style))
-    correct: dict[str, int] = {}
-    records = []
-    for (s, q), p in zip(items, preds):
-        ok = p.pred == q.answer
-        correct[s.key] = correct.get(s.key, 0) + int(ok)
-        records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
-                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern, "rescored": p.rescored})
+    correct, records, counts = answer_subjects(
+        lm, items, lambda s, q: render_prompt(s.chinese, s.dev, q, prompt_style),
+        lambda s, q: render_cloze_prompt(s.chinese, s.dev, q), lambda s: cloze_neutral_context(s.chinese, s.dev),
+        mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
+        progress=progress, desc="ceval", choices=choices_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "ceval", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
-                   "limit": limit, "unmatched": sum(1 for p in preds if p.pred is None),
-                   "truncated": sum(1 for p in preds if p.truncated),
-                   "rescored_float32": sum(1 for p in preds if p.rescored), "predictions": records,
-                   "columns": list(result["groups"])})
+                   "limit": limit, **counts, "predictions": records, "columns": list(result["groups"])})
     return result
 
 

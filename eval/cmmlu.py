@@ -20,7 +20,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .multiple_choice import Question, answer_questions, cloze_neutral, cloze_prompt, read_choice_csv
+from .multiple_choice import (
+    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, read_choice_csv, read_dev_shots)
 
 # The leading unnamed column is the release's row index: the question's id when present.
 COLUMNS = {"id": "", "question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
@@ -95,14 +96,7 @@ def load_cmmlu(root: str | Path, split: str = "test", shots: int = 5) -> list[Su
         # Require answers everywhere: CMMLU and FinanceIQ release their test answers.
         subject.questions = read_choice_csv(path, COLUMNS, "CMMLU", require_answer=True, header_hint=HEADER_HINT)
         if shots > 0:
-            dev_path = root / "dev" / path.name
-            if not dev_path.is_file():
-                raise FileNotFoundError(f"{dev_path}: missing; {shots}-shot prompts take examples from dev/ "
-                                        "(use --shots 0 without one)")
-            dev = read_choice_csv(dev_path, COLUMNS, "CMMLU", require_answer=True, header_hint=HEADER_HINT)
-            if len(dev) < shots:
-                raise ValueError(f"{dev_path}: {len(dev)} examples, fewer than --shots {shots}")
-            subject.dev = dev[:shots]
+            subject.dev = read_dev_shots(root / "dev" / path.name, shots, COLUMNS, "CMMLU", HEADER_HINT)
         subjects.append(subject)
     return subjects
 
@@ -129,11 +123,6 @@ def render_prompt(subject_name: str, shots: list[Question], query: Question, sty
         return header + "".join(f"{_lm_eval_body(s)} {s.answer}\n\n" for s in shots) + _lm_eval_body(query)
     raise ValueError(f"prompt style {style!r} is not valid for the CMMLU format; "
                      f"use one of {', '.join(PROMPT_STYLES)}")
-
-
-def choices_for(style: str) -> list[str]:
-    """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
-    return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
 
 
 def render_cloze_prompt(subject_name: str, shots: list[Question], query: Question) -> tuple[str, list[str]]:
@@ -174,32 +163,14 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         for s in subjects:
             s.questions = s.questions[:limit]
     items = [(s, q) for s in subjects for q in s.questions]
-    if mode == "cloze":
-        from .multiple_choice import answer_cloze
-
-        requests = [render_cloze_prompt(s.name, s.dev, q) for s, q in items]
-        neutral = [cloze_neutral_context(s.name, s.dev) for s, _ in items]
-        preds = answer_cloze(lm, requests, neutral=neutral,
-                             batch_size=batch_size, add_bos=add_bos, progress=progress, desc="cmmlu cloze")
-    else:
-        prompts = [render_prompt(s.name, s.dev, q, prompt_style) for s, q in items]
-        preds = answer_questions(lm, prompts, mode=mode, batch_size=batch_size, add_bos=add_bos,
-                                 max_new_tokens=max_new_tokens, chat=chat, progress=progress, desc="cmmlu",
-                                 choices=choices_for(prompt_style))
-    correct: dict[str, int] = {}
-    records = []
-    for (s, q), p in zip(items, preds):
-        ok = p.pred == q.answer
-        correct[s.key] = correct.get(s.key, 0) + int(ok)
-        records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
-                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern, "rescored": p.rescored})
+    correct, records, counts = answer_subjects(
+        lm, items, lambda s, q: render_prompt(s.name, s.dev, q, prompt_style),
+        lambda s, q: render_cloze_prompt(s.name, s.dev, q), lambda s: cloze_neutral_context(s.name, s.dev),
+        mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
+        progress=progress, desc="cmmlu", choices=choices_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
-                   "limit": limit,
-                   "unmatched": sum(1 for p in preds if p.pred is None),
-                   "truncated": sum(1 for p in preds if p.truncated),
-                   "rescored_float32": sum(1 for p in preds if p.rescored), "predictions": records,
-                   "columns": list(result["subjects"])})
+                   "limit": limit, **counts, "predictions": records, "columns": list(result["subjects"])})
     return result
 
 

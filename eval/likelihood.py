@@ -1,6 +1,7 @@
-"""Batched log-likelihood scoring: answer options after a prompt, and rolling NLL of long documents.
+"""Batched log-likelihood scoring of answer options after a prompt (the rolling NLL of whole documents, which
+bits per character needs, is in bpc.py).
 
-    from yunshan.eval.likelihood import score_choices, rolling_nll
+    from yunshan.eval.likelihood import score_choices
     scores = score_choices(lm, [("...答案：", ["A", "B", "C", "D"])], batch_size=16)
 
 Options are tokenized the way lm-evaluation-harness does it (encode context + option as one string, the option's
@@ -23,7 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -110,7 +111,7 @@ def _pad_right(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor
 
 
 @torch.no_grad()
-def _logits_kept(lm, rows: list[list[int]], needed: set[int]) -> tuple[torch.Tensor, dict[int, int]]:
+def logits_kept(lm, rows: list[list[int]], needed: set[int]) -> tuple[torch.Tensor, dict[int, int]]:
     """One right-padded forward of `rows`; the logits at the `needed` input positions only, and the column of each
     position in them."""
     model = lm.model
@@ -131,7 +132,7 @@ def _logits_kept(lm, rows: list[list[int]], needed: set[int]) -> tuple[torch.Ten
 
 def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list[torch.Tensor]:
     """For each row, log-softmax (float32) of the logits at the given input positions: one padded forward."""
-    logits, column = _logits_kept(lm, rows, {p for pos in positions for p in pos})
+    logits, column = logits_kept(lm, rows, {p for pos in positions for p in pos})
     out = []
     for i, pos in enumerate(positions):
         cols = torch.tensor([column[p] for p in pos], dtype=torch.long, device=logits.device)
@@ -456,108 +457,3 @@ def settle_in_float32(lm, values: list[list[float]], n_tokens: list[list[int]],
         for i, v in zip(close, fresh):
             values[i] = v
     return close
-
-
-@dataclass
-class DocumentNLL:
-    """Negative log-likelihood (nats) of one document's tokens, each predicted from its own left context."""
-
-    nll: float
-    n_tokens: int
-    n_windows: int = 1
-    per_token: list[float] = field(default_factory=list, repr=False)
-
-
-def sliding_windows(n_tokens: int, max_length: int, stride: int) -> list[tuple[int, int, int]]:
-    """Windows over s = [prefix] + tokens (length n_tokens + 1) that score every token exactly once.
-
-    Each window is (begin, end, first_target): the model reads s[begin:end] and the window scores targets
-    s[first_target .. end] (target k is predicted at input position k - 1 - begin). After the first window, every
-    window adds `stride` new targets and keeps at least max_length - stride tokens of context for them.
-    """
-    if max_length < 1 or not 1 <= stride <= max_length:
-        raise ValueError(f"need 1 <= stride ({stride}) <= max_length ({max_length})")
-    last = n_tokens  # index of the last target in s
-    windows, done = [], 0  # done: targets 1..done are scored
-    while done < last:
-        end = min(last, done + (max_length if done == 0 else stride))
-        begin = max(0, end - max_length)
-        windows.append((begin, end, done + 1))
-        done = end
-    return windows
-
-
-# Rows per forward in rolling_nll are capped by padded tokens as well as by batch_size: measured on SmolLM2-135M
-# (float32, 2 cores), eight held-out documents of 640-3,717 tokens took 720 s as one padded batch and 153 s one by
-# one (identical NLL): a padded batch pays its longest row's attention for every row through an explicit mask, and
-# its (rows x length x vocabulary) logits reach gigabytes. Short rows are still batched.
-MAX_BATCH_TOKENS = 2048
-
-
-def plan_length_batches(lengths: list[int], batch_size: int, max_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
-    """Indices of rows grouped longest first into batches of at most `batch_size` rows and `max_tokens` padded
-    tokens (a row longer than that runs alone), none padded to more than twice its length."""
-    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-    batches, current = [], []
-    for k in order:
-        width = lengths[current[0]] if current else lengths[k]  # longest first: the first row sets the width
-        if current and (len(current) == batch_size or width * (len(current) + 1) > max_tokens
-                        or 2 * lengths[k] < width):
-            batches.append(current)
-            current = []
-        current.append(k)
-    if current:
-        batches.append(current)
-    return batches
-
-
-@torch.no_grad()
-def _target_nll(lm, rows: list[list[int]], positions: list[int], targets: list[list[int]]) -> list[list[float]]:
-    """Negative log-likelihood of each row's targets, target j predicted at input position positions[i] + j: one
-    forward; the log-softmax is never materialised (logsumexp minus the target's logit, per row)."""
-    logits, column = _logits_kept(lm, rows, {first + j for first, t in zip(positions, targets) for j in range(len(t))})
-    out = []
-    for i, (first, t) in enumerate(zip(positions, targets)):
-        cols = torch.tensor([column[first + j] for j in range(len(t))], dtype=torch.long, device=logits.device)
-        row = logits[i, cols].float()
-        picked = row.gather(1, torch.tensor(t, dtype=torch.long, device=row.device)[:, None]).squeeze(1)
-        out.append((torch.logsumexp(row, dim=-1) - picked).tolist())
-    return out
-
-
-@torch.no_grad()
-def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, stride: int | None = None,
-                batch_size: int = 8, progress: bool = False, desc: str = "bpc") -> list[DocumentNLL]:
-    """NLL of every token of every document, with a sliding window for documents longer than the model's context.
-
-    The first token is predicted from the prefix token (BOS, else EOS), so every character of the text is paid
-    for and bits per character compare across tokenizers. Windows are batched by length (plan_length_batches).
-    """
-    from tqdm.auto import tqdm
-
-    max_length = max_length or lm.max_length
-    stride = stride or max(1, max_length // 2)
-    prefix = prefix_token_id(lm.tokenizer)
-    jobs = []  # (doc index, input row, target ids, first input position scored)
-    for d, tokens in enumerate(documents):
-        seq = [prefix] + list(tokens)
-        for begin, end, first in sliding_windows(len(tokens), max_length, stride):
-            jobs.append((d, seq[begin:end], seq[first: end + 1], first - 1 - begin))
-    out = [DocumentNLL(0.0, len(t), 0, []) for t in documents]
-    batches = plan_length_batches([len(job[1]) for job in jobs], batch_size)
-    bar = tqdm(total=len(batches), desc=desc, disable=not progress, leave=False)
-    pieces: dict[int, list[float]] = {}
-    for indices in batches:
-        batch = [jobs[k] for k in indices]
-        nlls = _target_nll(lm, [row for _, row, _, _ in batch], [first for _, _, _, first in batch],
-                           [targets for _, _, targets, _ in batch])
-        for k, values in zip(indices, nlls):
-            pieces[k] = values
-        bar.update(1)
-    bar.close()
-    for k, (d, _, _, _) in enumerate(jobs):  # jobs are in document and window order
-        out[d].per_token.extend(pieces[k])
-        out[d].n_windows += 1
-    for doc in out:
-        doc.nll = math.fsum(doc.per_token)
-    return out

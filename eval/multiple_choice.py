@@ -1,11 +1,13 @@
-"""What the two multiple-choice families share: reading A-D question CSVs with checks, and answering them.
+"""What the two multiple-choice families share: reading A-D question CSVs with checks (and a subject's k-shot dev
+examples), and answering them subject by subject.
 
     from yunshan.eval.multiple_choice import answer_questions
     preds = answer_questions(lm, prompts, mode="loglik")      # or mode="generate" for chat models
 
 `ceval.py` (C-Eval, FinEval) and `cmmlu.py` (CMMLU, FinanceIQ) own their columns, prompts and averages; this file
 reads rows (errors name the file, line and field), and turns prompts into predicted letters either by the
-next-token likelihood of "A".."D" (answer-only, batched) or by greedy generation plus answer extraction.
+next-token likelihood of "A".."D" (answer-only, batched), by cloze scoring of the options' texts, or by greedy
+generation plus answer extraction (`answer_subjects` picks by mode and tallies the predictions per subject).
 """
 
 from __future__ import annotations
@@ -105,6 +107,18 @@ def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, requi
     if not questions:
         raise ValueError(f"{path}: no questions (empty subject); a subject file needs at least one row")
     return questions
+
+
+def read_dev_shots(path: Path, shots: int, columns: dict[str, str], format_name: str,
+                   header_hint: str | None = None) -> list[Question]:
+    """The first `shots` solved examples of a subject's dev file: the examples of its k-shot prompts."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; {shots}-shot prompts take examples from the dev split (dev/; "
+                                "use --shots 0 without one)")
+    dev = read_choice_csv(path, columns, format_name, require_answer=True, header_hint=header_hint)
+    if len(dev) < shots:
+        raise ValueError(f"{path}: {len(dev)} examples, fewer than --shots {shots}")
+    return dev[:shots]
 
 
 @dataclass
@@ -228,3 +242,37 @@ def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16
         best = max(range(len(v)), key=lambda j: (v[j], -j))
         preds.append(Prediction(LETTERS[best], logliks=v, truncated=truncated, rescored=k in again))
     return preds
+
+
+def choices_for(style: str) -> list[str]:
+    """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
+    return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
+
+
+def answer_subjects(lm, items: list[tuple], prompt, cloze, neutral, *, mode: str = "loglik", batch_size: int = 16,
+                    add_bos: bool = False, chat: bool = False, max_new_tokens: int = 32, progress: bool = False,
+                    desc: str = "questions", choices: list[str] | None = None) -> tuple[dict[str, int], list[dict], dict]:
+    """Answer every (subject, question) of `items` and tally the answers: (correct answers per subject key, one record
+    per question, the counts every result reports).
+
+    `prompt(subject, question)` is the answer-only prompt (mode loglik or generate, `choices` as in
+    answer_questions); `cloze(subject, question)` the cloze prompt and its continuations and `neutral(subject)` the
+    same prompt without the question (mode cloze, answer_cloze)."""
+    if mode == "cloze":
+        preds = answer_cloze(lm, [cloze(s, q) for s, q in items], neutral=[neutral(s) for s, _ in items],
+                             batch_size=batch_size, add_bos=add_bos, progress=progress, desc=f"{desc} cloze")
+    else:
+        preds = answer_questions(lm, [prompt(s, q) for s, q in items], mode=mode, batch_size=batch_size,
+                                 add_bos=add_bos, max_new_tokens=max_new_tokens, chat=chat, progress=progress,
+                                 desc=desc, choices=choices)
+    correct: dict[str, int] = {}
+    records = []
+    for (s, q), p in zip(items, preds):
+        ok = p.pred == q.answer
+        correct[s.key] = correct.get(s.key, 0) + int(ok)
+        records.append({"subject": s.key, "id": q.id, "gold": q.answer, "pred": p.pred, "correct": ok,
+                        "logliks": p.logliks, "output": p.output, "pattern": p.pattern, "rescored": p.rescored})
+    counts = {"unmatched": sum(1 for p in preds if p.pred is None),
+              "truncated": sum(1 for p in preds if p.truncated),
+              "rescored_float32": sum(1 for p in preds if p.rescored)}
+    return correct, records, counts

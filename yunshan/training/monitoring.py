@@ -40,8 +40,8 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
                        batch_size: int = 8) -> dict:
     """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
-    (yunshan.eval.likelihood.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS)."""
-    from yunshan.eval.likelihood import rolling_nll
+    (yunshan.eval.bpc.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS)."""
+    from yunshan.eval.bpc import rolling_nll
     from yunshan.eval.loading import LoadedModel
 
     was_training = model.training
