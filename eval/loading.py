@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yunshan.data.files import sha256_file
-from yunshan.folders import check_model_folder, readable_by_transformers
-from yunshan.remote_code import refuse_remote_code
 
 OPT_IN = "--trust-remote-code (in a `yunshan run` recipe: eval.trust_remote_code: true)"
 
@@ -45,14 +43,10 @@ class LoadedModel:
 
     @property
     def max_length(self) -> int:
-        """Longest sequence the model accepts (config.max_position_embeddings, else the tokenizer's limit)."""
-        config = self.model.config
-        for field in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-            value = getattr(config, field, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        value = getattr(self.tokenizer, "model_max_length", None)
-        return value if isinstance(value, int) and 0 < value < 10**7 else 2048
+        """Longest sequence the model accepts (yunshan.pretrained.context_length)."""
+        from yunshan.pretrained import context_length
+
+        return context_length(self.model, self.tokenizer)
 
 
 def sha256_model_dir(path: str | Path) -> str | None:
@@ -85,22 +79,15 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
             (yunshan.remote_code).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import yunshan  # noqa: F401  (registers PanGu-π with the Auto classes)
-    from yunshan.hub_download import resolve_pretrained
     from yunshan.precision import eval_autocast
+    from yunshan.pretrained import load_causal_lm, load_tokenizer, resolve_model_folder
 
     dtype, autocast, reason = eval_autocast(dtype)
-    folder = resolve_pretrained(path, revision, what="model", field="--model")
-    check_model_folder(folder, "--model")
-    with refuse_remote_code(path, OPT_IN):
-        with readable_by_transformers(folder, "tokenizer"):
-            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True,
-                                                      trust_remote_code=trust_remote_code)
-        with readable_by_transformers(folder, "model"):
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True,
-                                                         trust_remote_code=trust_remote_code)
+    folder = resolve_model_folder(path, revision, field="--model")
+    tokenizer = load_tokenizer(folder, opt_in=OPT_IN, trust_remote_code=trust_remote_code, name=path)
+    model = load_causal_lm(folder, opt_in=OPT_IN, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code,
+                           name=path)
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
@@ -114,14 +101,10 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
 def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None,
                         trust_remote_code: bool = False) -> LoadedModel:
     """Only the tokenizer of `path` (a folder or Hub id, as in load_model; no weights fetched): `model` is None."""
-    from transformers import AutoTokenizer
+    from yunshan.pretrained import load_tokenizer, resolve_model_folder
 
-    from yunshan.hub_download import resolve_pretrained
-
-    folder = resolve_pretrained(path, revision, what="tokenizer", field="--model")
-    check_model_folder(folder, "--model")
-    with refuse_remote_code(path, OPT_IN), readable_by_transformers(folder, "tokenizer"):
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    folder = resolve_model_folder(path, revision, field="--model", what="tokenizer")
+    tokenizer = load_tokenizer(folder, opt_in=OPT_IN, trust_remote_code=trust_remote_code, name=path)
     return LoadedModel(name=_name(path), path=str(folder), model=None, tokenizer=tokenizer,
                        sha256=sha256_model_dir(folder) if hash_files else None)
 

@@ -40,6 +40,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+OPT_IN = "--trust-remote-code"
 COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit or Ctrl-D quits, Ctrl-C stops an answer"
 
 
@@ -97,46 +98,40 @@ class ChatModel:
 def load_chat_model(args: ChatArgs) -> ChatModel:
     """The model (eval mode), its tokenizer with a chat template, and the ids generation stops at."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import yunshan  # noqa: F401  (registers PanGu-π and OTCE with the Auto classes)
     from yunshan.data.chat import ensure_chat_template
+    from yunshan.folders import readable_by_transformers
     from yunshan.precision import eval_autocast
-
-    from yunshan.folders import check_model_folder, readable_by_transformers
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.pretrained import context_length, load_causal_lm, load_tokenizer, resolve_model_folder
 
     # A Hub id becomes its HF cache folder (downloaded unless HF_HUB_OFFLINE=1; offline and not cached: one line).
-    path = check_model_folder(resolve_pretrained(args.model, args.revision, field="MODEL"), "MODEL")
+    path = Path(resolve_model_folder(args.model, args.revision, field="MODEL"))
     dtype, autocast, _ = eval_autocast(args.dtype)
-    load = {"local_files_only": True, "trust_remote_code": args.trust_remote_code}
     adapter_config = path / "adapter_config.json"
     base = None
     if adapter_config.is_file():
         field_ = "--base" if args.base else f"{adapter_config} base_model_name_or_path"
-        base = resolve_pretrained(args.base or _adapter_base(adapter_config), None, field=field_)
+        base = resolve_model_folder(args.base or _adapter_base(adapter_config), None, field=field_)
         tokenizer_from = path if (path / "tokenizer_config.json").is_file() else Path(base)
     else:
         if args.base:
             raise ValueError(f"--base is for a LoRA adapter folder; {path} has no adapter_config.json")
         tokenizer_from = path
+    weights = Path(base or path)
     try:
-        # A damaged config.json or tokenizer.json is one line naming the file (yunshan.folders).
-        with readable_by_transformers(tokenizer_from, "tokenizer"):
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer_from, **load)
-        with readable_by_transformers(base or path, "model"):
-            model = _own_code_model(Path(base or path), getattr(torch, dtype)) if args.trust_remote_code else None
-            if model is None:
-                model = AutoModelForCausalLM.from_pretrained(base or path, dtype=getattr(torch, dtype), **load)
-    except ValueError as err:
-        if "trust_remote_code" in str(err) and not args.trust_remote_code:
-            raise ValueError(f"{base or path}: loading it would run Python code shipped in the folder (auto_map in "
-                             "its config.json or tokenizer_config.json), and yunshan runs a folder's own code only "
-                             "when asked: review that code, then run it with --trust-remote-code") from None
-        raise
+        # A damaged config.json or tokenizer.json is one line naming the file (yunshan.folders); a folder's own
+        # code is refused without --trust-remote-code (yunshan.remote_code).
+        tokenizer = load_tokenizer(tokenizer_from, opt_in=OPT_IN, trust_remote_code=args.trust_remote_code,
+                                   name=weights)
+        model = None
+        if args.trust_remote_code:
+            with readable_by_transformers(weights, "model"):
+                model = _own_code_model(weights, getattr(torch, dtype))
+        if model is None:
+            model = load_causal_lm(weights, opt_in=OPT_IN, dtype=getattr(torch, dtype),
+                                   trust_remote_code=args.trust_remote_code, name=weights)
     except OSError as err:
-        where = base or path
-        raise FileNotFoundError(f"{where}: cannot load a model and tokenizer offline ({str(err).splitlines()[0]})") \
+        raise FileNotFoundError(f"{weights}: cannot load a model and tokenizer offline ({str(err).splitlines()[0]})") \
             from None
     if base is not None:
         from peft import PeftModel
@@ -151,8 +146,8 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     description = (f"{path}{f' on base {base}' if base else ''}: {type(model).__name__} ({origin}), "
                    f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
                    f"{'bf16 autocast' if autocast else dtype}, chat template: {template}")
-    return ChatModel(model, tokenizer, stop_ids(model, tokenizer), template, autocast, _max_length(model, tokenizer),
-                     description)
+    return ChatModel(model, tokenizer, stop_ids(model, tokenizer), template, autocast,
+                     context_length(model, tokenizer), description)
 
 
 def _own_code_model(folder: Path, dtype):
@@ -196,15 +191,6 @@ def stop_ids(model, tokenizer) -> list[int]:
     except TemplateError:
         pass  # a template that is not prefix-stable: EOS alone ends an answer
     return sorted(ids)
-
-
-def _max_length(model, tokenizer) -> int:
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        value = getattr(model.config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    value = getattr(tokenizer, "model_max_length", None)
-    return value if isinstance(value, int) and 0 < value < 10**7 else 2048
 
 
 # ---------------------------------------------------------------- generation

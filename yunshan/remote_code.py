@@ -31,5 +31,5 @@ def refuse_remote_code(folder: str | os.PathLike, opt_in: str | None, never: str
                "tokenizer_config.json)")
         if opt_in is None:
             raise ValueError(f"{why}; {never}") from None
-        raise ValueError(f"{why}, and yunshan runs a folder's own code only when asked: review that code, then pass "
-                         f"{opt_in}") from None
+        raise ValueError(f"{why}, and yunshan runs a folder's own code only when asked: review that code, then run it "
+                         f"with {opt_in}") from None

@@ -37,12 +37,13 @@ def resolve_sources(recipe, weights: bool = True):
     import dataclasses
 
     from yunshan.hub_download import resolve_pretrained
+    from yunshan.pretrained import resolve_model_folder
 
     model_args = recipe.model
     model_dir = None
     if model_args.name_or_path:
-        model_dir = resolve_pretrained(model_args.name_or_path, model_args.revision,
-                                       what="model" if weights else "tokenizer")
+        model_dir = resolve_model_folder(model_args.name_or_path, model_args.revision, field="model.name_or_path",
+                                         what="model" if weights else "tokenizer")
         model_args = dataclasses.replace(model_args, name_or_path=model_dir, revision=None)
     tok = recipe.tokenizer
     if tok.path:
@@ -74,18 +75,14 @@ def resolve_sources(recipe, weights: bool = True):
 
 
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
-    from transformers import AutoTokenizer
-
-    from yunshan.folders import readable_by_transformers
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.pretrained import load_tokenizer as load
 
     if not Path(path).is_dir() or not has_tokenizer(path):
         found = "no such folder" if not Path(path).exists() else "not a folder" if not Path(path).is_dir() else (
             f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in this folder")
         raise FileNotFoundError(f"{path}: {found}; give a tokenizer folder written by save_pretrained or a Hub id "
                                 "ORG/NAME")
-    with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "tokenizer"):
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    tokenizer = load(path, opt_in=OPT_IN, trust_remote_code=trust_remote_code)
     if tokenizer.eos_token_id is None:
         raise ValueError(f"{path}: the tokenizer has no eos_token; set one (documents are separated by EOS)")
     return tokenizer
@@ -103,19 +100,16 @@ def load_model(model_args, vocab_size: int | None = None):
         model_args.dtype
     ]
     if model_args.name_or_path:
-        from yunshan.folders import check_model_folder, readable_by_transformers
-        from yunshan.remote_code import refuse_remote_code
+        from yunshan.folders import check_model_folder
+        from yunshan.pretrained import load_causal_lm
 
         path = model_args.name_or_path
         check_model_folder(path, "model.name_or_path")
         if not (Path(path) / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        with refuse_remote_code(path, OPT_IN), readable_by_transformers(path, "model"):
-            model = AutoModelForCausalLM.from_pretrained(
-                path, dtype=torch.float32 if dtype == "auto" else dtype,
-                attn_implementation=model_args.attn_implementation, trust_remote_code=model_args.trust_remote_code,
-            )
-        return model
+        return load_causal_lm(path, opt_in=OPT_IN, dtype=torch.float32 if dtype == "auto" else dtype,
+                              trust_remote_code=model_args.trust_remote_code,
+                              attn_implementation=model_args.attn_implementation)
     config = preset_config(model_args, vocab_size)
     config._attn_implementation = model_args.attn_implementation
     torch.manual_seed(model_args.init_seed)
