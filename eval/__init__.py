@@ -5,5 +5,6 @@
 One file per benchmark family: `ceval.py` (C-Eval, FinEval), `cmmlu.py` (CMMLU, FinanceIQ), `lawbench.py` with
 `lawbench_scoring.py`, `jecqa.py`, `bpc.py` (bits per character, forgetting vs gain), `compression.py` (tokens
 per character), `diversity.py` (effective dimension per layer). Shared machinery: `likelihood.py` (batched
-option scoring, rolling NLL), `generation.py`, `extraction.py`, `multiple_choice.py`, `report.py`. See README.md.
+option scoring), `generation.py`, `extraction.py`, `multiple_choice.py`, `report.py`. `items.py` reads every
+benchmark layout as items, which `decontamination.py` compares training data with. See README.md.
 """

@@ -620,9 +620,3 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,
             "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes)}
 
-
-def push_folder(*args, **kwargs) -> dict:
-    """`yunshan push` as a function (see yunshan.push.push_folder)."""
-    from yunshan.push import push_folder as push
-
-    return push(*args, **kwargs)

@@ -1,7 +1,7 @@
 """Decontamination: n-gram overlap between training records and evaluation items, Chinese-aware and streaming.
 
     yunshan data decontaminate corpus.jsonl sft.jsonl --tasks fineval=/data/FinEval lawbench=/data/LawBench \\
-        --out runs/decontamination                       # the command (yunshan/data_commands.py)
+        --out runs/decontamination       # the command (yunshan/data_commands.py over yunshan/eval/decontamination.py)
 
     from yunshan.data.decontamination import NgramIndex, find_overlaps, Text
     index = NgramIndex.build([Text("eval.csv:2", ["题目……"])], n=13)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yunshan.data_commands import DecontaminateArgs
 from yunshan.eval.commands import EvalArgs
+from yunshan.eval.decontamination import DecontaminateArgs
 from yunshan.hub import ExportArgs
 from yunshan.push import PushArgs
 from yunshan.tokenizer.extend import ExtendArgs
@@ -282,8 +282,8 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
 
 
 def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
-    from yunshan.data_commands import render_decontamination
-    from yunshan.data_commands import run_decontamination as check
+    from yunshan.eval.decontamination import render_decontamination
+    from yunshan.eval.decontamination import run_decontamination as check
 
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
     out = layout.folder("decontamination")

@@ -5,8 +5,9 @@ killed while writing can leave a half-written newest checkpoint and, worse, may 
 one. `YunshanTrainer` saves with rotation switched off, adds the data stream's position, then writes a
 `COMPLETE` marker (fsynced) and only then deletes old checkpoints, complete ones beyond the limit and any
 incomplete leftovers. `latest_complete_checkpoint` is what `resume: auto` picks. Every checkpoint also records the
-run it belongs to (recipe, total steps: yunshan.training.resume), and `load_final_checkpoint` puts a checkpoint of
-the last step into the Trainer without training (a run killed between that checkpoint and its final save).
+run it belongs to (RUN_FILE: recipe, total steps; yunshan.training.resume reads it), and `load_final_checkpoint`
+puts a checkpoint of the last step into the Trainer without training (a run killed between that checkpoint and its
+final save).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 from transformers import Trainer
 
 COMPLETE = "COMPLETE"
+# In every checkpoint: the run it belongs to (resolved recipe, total steps, resumes), which a rerun compares its
+# recipe with (yunshan.training.resume.plan_run).
+RUN_FILE = "yunshan_run.json"
 _STEP = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -52,6 +56,11 @@ def _fsync_write(path: Path, text: str) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_run_file(folder: Path, record: dict) -> None:
+    (Path(folder) / RUN_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str),
+                                         encoding="utf-8")
 
 
 def mark_complete(checkpoint: Path, step: int) -> None:
@@ -94,7 +103,7 @@ class YunshanTrainer(Trainer):
     def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
                  run_record=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.run_record = run_record  # written into every checkpoint (yunshan.training.resume.RUN_FILE)
+        self.run_record = run_record  # written into every checkpoint (RUN_FILE; yunshan.training.resume.run_record)
         self.data_stream = data_stream
         self.sequences_per_step = sequences_per_step
         self.warmup = warmup
@@ -166,8 +175,6 @@ class YunshanTrainer(Trainer):
         if self.args.should_save and self.warmup is not None:
             self.warmup.save(folder)
         if self.args.should_save and self.run_record is not None:
-            from yunshan.training.resume import write_run_file
-
             write_run_file(folder, self.run_record)
         self.accelerator.wait_for_everyone()
         if self.args.should_save:

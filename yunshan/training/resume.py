@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RUN_FILE = "yunshan_run.json"
+from yunshan.training.checkpoints import RUN_FILE, checkpoint_steps
+
 # Settings that decide only what is logged, measured or saved (and where): a resumed run may change them.
 SAFE_KEYS = ("training.output_dir", "training.resume", "training.logging_steps", "training.save_steps",
              "training.save_total_limit", "training.report_to", "training.run_name",
@@ -203,7 +204,6 @@ def start_fresh(ckpt_dir: Path, out: Path) -> None:
     """Before a run from step 0 in a folder that may hold an earlier one: its checkpoints would share step numbers
     with the new ones, and its data report would vouch for outputs the new run has not written yet."""
     from yunshan.artifacts import DataReport
-    from yunshan.training.checkpoints import checkpoint_steps
 
     old = [path for _, path, _ in checkpoint_steps(ckpt_dir)]
     if old:
@@ -214,14 +214,9 @@ def start_fresh(ckpt_dir: Path, out: Path) -> None:
 
 
 def run_record(recipe, kind: str, total_steps: int, sequences_per_step: int, resumes: list[dict]) -> dict:
-    """What every checkpoint of this run records in RUN_FILE."""
+    """What every checkpoint of this run records in RUN_FILE (YunshanTrainer writes it)."""
     return {"kind": kind, "total_steps": total_steps, "sequences_per_step": sequences_per_step, "resumes": resumes,
             "recipe": _comparable(dataclasses.asdict(recipe))}
-
-
-def write_run_file(folder: Path, record: dict) -> None:
-    (Path(folder) / RUN_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str),
-                                         encoding="utf-8")
 
 
 def finished_summary(out: Path, plan: RunPlan) -> dict:
