@@ -135,8 +135,9 @@ def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> di
 
 
 def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: int | None = None,
-              mode: str = "loglik", prompt_style: str = "ceval", batch_size: int = 16, add_bos: bool = False,
-              chat: bool = False, max_new_tokens: int = 32, progress: bool = False) -> dict:
+              mode: str = "loglik", prompt_style: str = "ceval", batch_size: int = 16,
+              add_bos: bool | None = None, chat: bool = False, max_new_tokens: int = 32,
+              progress: bool = False) -> dict:
     """Evaluate one model on a C-Eval-format folder; returns the JSON-ready result (every prediction included).
 
     `limit` keeps the first N questions of each subject (a quick look; the averages then cover those only).

@@ -152,7 +152,7 @@ def aggregate(subjects: list[Subject], correct_by_subject: dict[str, int]) -> di
 
 
 def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: int | None = None,
-              mode: str = "loglik", batch_size: int = 16, add_bos: bool = False, chat: bool = False,
+              mode: str = "loglik", batch_size: int = 16, add_bos: bool | None = None, chat: bool = False,
               max_new_tokens: int = 32, progress: bool = False, prompt_style: str = "cmmlu") -> dict:
     """Evaluate one model on a CMMLU-format folder; returns the JSON-ready result (every prediction included)."""
     if prompt_style not in PROMPT_STYLES:

@@ -57,8 +57,13 @@ class EvalArgs:
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
     max_new_tokens: int | None = field(default=None, metadata={
         "help": "generation budget (default: 32 for MC and JEC-QA, 256 for LawBench)"})
-    add_bos: bool = field(default=False, metadata={
-        "help": "start every prompt with BOS (lm-eval's add_bos_token; off by default there too)"})
+    add_bos: bool | None = field(default=None, metadata={
+        "help": "BOS before every prompt. Unset (the default): exactly when the model's tokenizer adds BOS by itself "
+                "(Gemma, Llama 2/3, Mistral yes; GPT-2, Qwen, SmolLM2 no), as lm-evaluation-harness does with "
+                "add_bos_token unset; for multiple-choice, cloze and JEC-QA scoring and generation prompts, chat "
+                "templates included, never a second BOS where the text starts with one. --add-bos / --no-add-bos "
+                "force it. Bits per character always predict the first token from BOS (else EOS). results.json "
+                "records what each model got (models.NAME.add_bos)"})
     text: list[str] = field(default_factory=list, metadata={
         "help": "text files for compression (.txt blank-line separated, .jsonl/.json records; default: the "
                 "sample held-out texts and JEC-QA)"})
@@ -154,9 +159,13 @@ def run_eval(args: EvalArgs) -> dict:
             lm = load_model(path, dtype=args.dtype, device=args.device, hash_weights=args.hash_weights,
                             revision=revision, trust_remote_code=args.trust_remote_code)
             lm.recheck_float32 = args.recheck_float32
+            from .likelihood import resolve_add_bos, tokenizer_adds_bos
+
             report["models"][name] = {"path": lm.path, "sha256": lm.sha256, "class": type(lm.model).__name__,
                                       "parameters": sum(p.numel() for p in lm.model.parameters()),
-                                      "precision": lm.precision}
+                                      "precision": lm.precision,
+                                      "add_bos": resolve_add_bos(lm.tokenizer, args.add_bos),
+                                      "tokenizer_adds_bos": tokenizer_adds_bos(lm.tokenizer)}
         from .generation import use_chat
 
         chat = use_chat(lm.tokenizer, args.chat)

@@ -33,21 +33,32 @@ def use_chat(tokenizer, chat: str) -> bool:
     return chat == "on"
 
 
+def encode_prompt(tokenizer, text: str, add_bos: bool | None = None) -> list[int]:
+    """The ids a generation prompt (raw, or rendered by a chat template) is run from: the text's own tokens, with
+    BOS in front when `add_bos` resolves true (None: when the tokenizer adds it by default, as lm-eval encodes
+    with `add_bos_token` unset), and never a second BOS when the text already starts with one (Gemma's and
+    Llama 3's chat templates write `<bos>` / `<|begin_of_text|>` themselves; lm-eval's has_bos_prefix rule)."""
+    from .likelihood import resolve_add_bos, with_bos
+
+    return with_bos(tokenizer, tokenizer(text, add_special_tokens=False)["input_ids"],
+                    resolve_add_bos(tokenizer, add_bos))
+
+
 @torch.no_grad()
 def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int = 8, chat: bool = False,
-             add_bos: bool = False, progress: bool = False, desc: str = "generating") -> list[str]:
-    """Greedy completions of `prompts` (the new text only, special tokens removed)."""
+             add_bos: bool | None = None, progress: bool = False, desc: str = "generating") -> list[str]:
+    """Greedy completions of `prompts` (the new text only, special tokens removed); BOS as `encode_prompt`."""
     from tqdm.auto import tqdm
+
+    from .likelihood import resolve_add_bos
 
     tokenizer, model = lm.tokenizer, lm.model
     device = next(model.parameters()).device
     texts = [render_chat(tokenizer, p) if chat else p for p in prompts]
+    add_bos = resolve_add_bos(tokenizer, add_bos)
     encoded = []
     for text in texts:
-        # A chat template writes its own BOS; a raw prompt gets one only when asked (as lm-eval's add_bos_token).
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if add_bos and not chat and tokenizer.bos_token_id is not None:
-            ids = [tokenizer.bos_token_id] + ids
+        ids = encode_prompt(tokenizer, text, add_bos)
         keep = max(1, lm.max_length - max_new_tokens)
         encoded.append(ids[-keep:])
     order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))

@@ -102,7 +102,8 @@ def exact_set_match(pred: frozenset | set | None, gold: list[str]) -> bool:
 
 
 def run_jecqa(lm, path: str | Path, limit: int | None = None, mode: str = "loglik", batch_size: int = 16,
-              chat: bool = False, max_new_tokens: int = 32, add_bos: bool = False, progress: bool = False) -> dict:
+              chat: bool = False, max_new_tokens: int = 32, add_bos: bool | None = None,
+              progress: bool = False) -> dict:
     """Evaluate one model on JEC-QA records; accuracy by source and overall (percent), every prediction kept."""
     records = load_jecqa(path)
     records = records[:limit] if limit is not None else records

@@ -52,6 +52,32 @@ def _encode(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+def tokenizer_adds_bos(tokenizer) -> bool:
+    """Whether the tokenizer starts an encoded text with its BOS token by default (Llama 2/3, Gemma, Mistral do;
+    GPT-2, Qwen and SmolLM2 do not): what lm-eval's HFLM gets with `add_bos_token` unset, since it then encodes
+    with the tokenizer's own special tokens."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    ids = tokenizer("a")["input_ids"]
+    return len(ids) > 0 and ids[0] == bos
+
+
+def resolve_add_bos(tokenizer, add_bos: bool | None) -> bool:
+    """`--add-bos` as given (True/False), or, when unset (None), what the tokenizer itself adds (tokenizer_adds_bos):
+    lm-eval's rule with `add_bos_token` unset. Every scoring path resolves it here."""
+    return tokenizer_adds_bos(tokenizer) if add_bos is None else bool(add_bos)
+
+
+def with_bos(tokenizer, ids: list[int], add_bos: bool) -> list[int]:
+    """`ids` with the BOS token in front when `add_bos` and they do not start with it already (a chat template or a
+    prompt that writes its own BOS never gets a second one: lm-eval's has_bos_prefix rule)."""
+    bos = tokenizer.bos_token_id
+    if add_bos and bos is not None and not (ids and ids[0] == bos):
+        return [bos] + ids
+    return ids
+
+
 def prefix_token_id(tokenizer) -> int:
     """The token that stands for "start of text" when a text is scored from its first token."""
     for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
@@ -70,26 +96,34 @@ def _split_pair(context: str, continuation: str) -> tuple[str, str]:
 
 def _join_pair(tokenizer, whole: list[int], n_context: int, add_bos: bool) -> tuple[list[int], list[int]]:
     context_ids, continuation_ids = whole[:n_context], whole[n_context:]
-    if add_bos or not context_ids:
+    if not context_ids:  # an empty context: the continuation is scored from the prefix token (lm-eval's rule)
+        return [prefix_token_id(tokenizer)], continuation_ids
+    if add_bos and context_ids[0] != tokenizer.bos_token_id:
         context_ids = [prefix_token_id(tokenizer)] + context_ids
     return context_ids, continuation_ids
 
 
-def encode_pair(tokenizer, context: str, continuation: str, add_bos: bool = False) -> tuple[list[int], list[int]]:
+def encode_pair(tokenizer, context: str, continuation: str,
+                add_bos: bool | None = None) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) as lm-eval's HFLM computes them.
 
     The whole string is encoded once and split after as many tokens as the context alone has, so a tokenizer
-    that merges across the boundary still yields the tokens the model would really see.
+    that merges across the boundary still yields the tokens the model would really see. `add_bos` None: BOS first
+    exactly when the tokenizer adds it by default (resolve_add_bos); a context that already starts with BOS gets
+    no second one.
     """
+    add_bos = resolve_add_bos(tokenizer, add_bos)
     context, continuation = _split_pair(context, continuation)
     whole = _encode(tokenizer, context + continuation)
     return _join_pair(tokenizer, whole, len(_encode(tokenizer, context)), add_bos)
 
 
-def encode_pairs(tokenizer, pairs: list[tuple[str, str]], add_bos: bool = False) -> list[tuple[list[int], list[int]]]:
+def encode_pairs(tokenizer, pairs: list[tuple[str, str]],
+                 add_bos: bool | None = None) -> list[tuple[list[int], list[int]]]:
     """`encode_pair` of many (context, continuation) pairs: the same ids, but every distinct string is encoded
     once (a question's context serves all its options), lines shared between strings once where that is provably
     exact (line_encoding.py), and all of them in one batched tokenizer call."""
+    add_bos = resolve_add_bos(tokenizer, add_bos)
     split = [_split_pair(c, o) for c, o in pairs]
     texts = list(dict.fromkeys(t for c, o in split for t in (c, c + o)))
     ids = dict(zip(texts, encode_texts(tokenizer, texts))) if texts else {}
@@ -291,7 +325,7 @@ def plan_batches(rows: list[list[int]], batch_size: int, share_prefixes: bool = 
     return plan
 
 
-def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
+def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool | None = None,
                   progress: bool = False, desc: str = "scoring", settle: bool = True) -> list[ChoiceScores]:
     """Log-likelihood of every option of every (context, options) request.
 
@@ -299,12 +333,15 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
         lm: a `LoadedModel`.
         requests: (context, options) pairs; options are continuation strings such as "A".
         batch_size: sequences per forward pass (1 = one question at a time).
-        add_bos: start every context with the BOS token (lm-eval's `add_bos_token`; off by default there too).
+        add_bos: True/False: start every context with the BOS token or not (lm-eval's `add_bos_token`); None (the
+            default): as the tokenizer itself does by default, lm-eval's behaviour with `add_bos_token` unset
+            (resolve_add_bos). A context that starts with BOS already never gets a second one.
         progress: show a tqdm bar.
         settle: under bf16 autocast, rescore in float32 every request whose best option (by log-likelihood) could
             be another one's in float32 (settle_in_float32). Callers that decide on other values (cloze's
             normalised scores) pass False and settle those.
     """
+    add_bos = resolve_add_bos(lm.tokenizer, add_bos)
     results = _score_choices(lm, requests, batch_size, add_bos, progress, desc)
     if settle:
         values = [list(r.logliks) for r in results]

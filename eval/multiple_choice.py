@@ -133,7 +133,8 @@ class Prediction:
     rescored: bool = False  # a close call under bf16 autocast, scored again in float32 (likelihood.settle_in_float32)
 
 
-def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: int = 16, add_bos: bool = False,
+def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: int = 16,
+                     add_bos: bool | None = None,
                      max_new_tokens: int = 32, chat: bool = False, progress: bool = False,
                      desc: str = "questions", choices: list[str] | None = None) -> list[Prediction]:
     """Predicted letters for prompts that end where the answer letter goes.
@@ -199,7 +200,7 @@ def cloze_neutral(header: str, lead: str, cue: str, shots: list[Question]) -> st
     return cloze_prompt(header, lead, cue, shots, Question("", f"{cue}（ ）", ("", "", "", ""), None, "", 0))[0]
 
 
-def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool = False,
+def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool | None = None,
                  progress: bool = False, desc: str = "cloze", neutral: list[str] | None = None) -> list[Prediction]:
     """Cloze scoring: the prompt holds the question but not the options, and each option's text is scored as the
     continuation.

@@ -281,6 +281,8 @@ class EvalModel:
     class_name: str | None = None
     parameters: int | None = None
     precision: str | None = None
+    add_bos: bool | None = None  # BOS before every prompt, as resolved from --add-bos and the tokenizer
+    tokenizer_adds_bos: bool | None = None  # what the tokenizer adds by default (the resolution when unset)
 
 
 @dataclass

@@ -87,6 +87,29 @@ def pangu_dir(tokenizer_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tokenizer_folders(tokenizer_dir, tmp_path_factory):
+    """(folder of a tokenizer that adds BOS by default, as Gemma's and Llama's do, folder of one that does not),
+    both with the vocabulary of `tokenizer_dir` (test_bos.py, test_lm_eval_agreement.py)."""
+    from transformers import AutoTokenizer
+
+    plain = tmp_path_factory.mktemp("tok_plain")
+    adding = tmp_path_factory.mktemp("tok_adding")
+    for folder in (plain, adding):
+        AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(folder)
+    data = json.loads((adding / "tokenizer.json").read_text(encoding="utf-8"))
+    bos = next(t["id"] for t in data["added_tokens"] if t["content"] == "<s>")
+    data["post_processor"] = {"type": "TemplateProcessing",
+                              "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                         {"Sequence": {"id": "A", "type_id": 0}}],
+                              "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                       {"Sequence": {"id": "A", "type_id": 0}},
+                                       {"Sequence": {"id": "B", "type_id": 1}}],
+                              "special_tokens": {"<s>": {"id": "<s>", "ids": [bos], "tokens": ["<s>"]}}}
+    (adding / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return adding, plain
+
+
+@pytest.fixture(scope="session")
 def llama(llama_dir):
     from yunshan.eval.loading import load_model
 

@@ -98,3 +98,32 @@ def test_default_ceval_prompts_scored_like_hflm(tmp_path, llama, hflm, writers):
     for i, s in enumerate(ours):
         assert s.logliks == pytest.approx(theirs[4 * i: 4 * i + 4], abs=1e-4)
         assert s.best == max(range(4), key=lambda k: theirs[4 * i + k])
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["adds-bos", "no-bos"])
+def test_default_bos_scored_like_hflm_with_add_bos_token_unset(tmp_path, llama, tokenizer_folders, writers, which):
+    """A tokenizer that adds BOS by default (Gemma's, Llama's) and one that does not: yunshan with add_bos unset
+    gets HFLM's log-likelihoods with add_bos_token unset, on the default C-Eval prompts."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+    from transformers import AutoTokenizer
+
+    from yunshan.eval.loading import wrap_model
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folders[which])
+    lm = wrap_model(llama.model, tokenizer, "tiny")
+    theirs_lm = HFLM(pretrained=llama.model, tokenizer=AutoTokenizer.from_pretrained(tokenizer_folders[which]),
+                     batch_size=4, max_length=llama.max_length)
+    root = writers.ceval(tmp_path / "fineval", n_val=3, n_dev=2)
+    subjects = ceval.load_ceval(root, "val", 2)
+    prompts = [ceval.render_prompt(s.chinese, s.dev, q) for s in subjects for q in s.questions]
+    requests = [Instance(request_type="loglikelihood", doc={}, arguments=(p, letter), idx=k)
+                for p in prompts for k, letter in enumerate("ABCD")]
+    theirs = [ll for ll, _ in theirs_lm.loglikelihood(requests, disable_tqdm=True)]
+    ours = score_choices(lm, [(p, list("ABCD")) for p in prompts], batch_size=5)
+    for i, s in enumerate(ours):
+        assert s.logliks == pytest.approx(theirs[4 * i: 4 * i + 4], abs=1e-4)
+        assert s.best == max(range(4), key=lambda k: theirs[4 * i + k])
+    # Forcing the other way moves the scores: the agreement above is not a coincidence of BOS-free prompts.
+    forced = score_choices(lm, [(p, list("ABCD")) for p in prompts[:1]], batch_size=5, add_bos=which == 1)
+    assert forced[0].logliks != pytest.approx(theirs[:4], abs=1e-4)
