@@ -33,9 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-BASELINE = "import torch, transformers, yunshan, yunshan.hub\nfrom transformers import AutoModelForCausalLM"
+BASELINE = "import torch, transformers, yunshan, yunshan.hub.export\nfrom transformers import AutoModelForCausalLM"
 YUNSHAN = """
-from yunshan.hub import export_model
+from yunshan.hub.export import export_model
 export_model({src!r}, {out!r}, max_shard_size={shard!r}, dtype={dtype!r}, license="mit", recipe=False)
 """
 TRANSFORMERS = """

@@ -220,9 +220,9 @@ def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
     import typing
 
     from yunshan.eval.commands import EvalArgs
-    from yunshan.hub import ExportArgs
+    from yunshan.hub.export import ExportArgs
     from yunshan.pipeline import STAGES
-    from yunshan.push import PushArgs
+    from yunshan.hub.push import PushArgs
     from yunshan.tokenizer.extend import ExtendArgs
     from yunshan.training.cpt import CptArgs
     from yunshan.training.sft import SftArgs

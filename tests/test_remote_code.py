@@ -113,7 +113,7 @@ def test_yunshan_architectures_carry_auto_map_and_load_without_remote_code(prese
     from transformers import AutoModelForCausalLM
 
     from yunshan.eval.loading import load_model as eval_load
-    from yunshan.hub import export_model
+    from yunshan.hub.export import export_model
     from yunshan.models import preset_config
     from yunshan.training.arguments import ModelArgs
     from yunshan.training.models import load_model

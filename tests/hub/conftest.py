@@ -117,7 +117,7 @@ def llama_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def run_export(run_dir, tmp_path_factory) -> Path:
     """The run exported with small shards (several files) and a license: what the push tests upload."""
-    from yunshan.hub import export_model
+    from yunshan.hub.export import export_model
 
     out = tmp_path_factory.mktemp("exports") / "yunshan-tiny"
     export_model(run_dir, out, max_shard_size="60KB", license="apache-2.0", repo_id="org/yunshan-tiny")

@@ -7,7 +7,7 @@ import pytest
 
 from yunshan.eval.commands import EvalArgs, run_eval
 from yunshan.eval.tasks import MODE_LABELS, TASKS, mode_label, overall_metric
-from yunshan.hub import export_model
+from yunshan.hub.export import export_model
 
 from .test_model_card import card_of, section
 

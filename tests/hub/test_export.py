@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from yunshan.cli import main
-from yunshan.hub import export_model
+from yunshan.hub.export import export_model
 
 
 def tensors(folder: Path, prefix: str = "model") -> dict[str, torch.Tensor]:
@@ -97,7 +97,7 @@ def remote(exports, run_dir, tmp_path_factory):
 
 
 def test_run_export_holds_exactly_the_model_files(run_export, run_dir):
-    from yunshan.hub import EXPORT_MARKER
+    from yunshan.hub.export import EXPORT_MARKER
 
     names = sorted(p.name for p in run_export.iterdir() if p.name != EXPORT_MARKER)
     assert sorted(json.loads((run_export / EXPORT_MARKER).read_text())["files"]) == names
@@ -219,7 +219,7 @@ def test_adapter_export_needs_a_base_on_the_hub(run_dir, llama_dir, tmp_path):
 
 
 def test_a_failed_export_leaves_out_untouched(run_dir, tmp_path, monkeypatch):
-    import yunshan.hub
+    import yunshan.hub.export
 
     out = tmp_path / "published"
     export_model(run_dir, out, license="mit")
@@ -228,7 +228,7 @@ def test_a_failed_export_leaves_out_untouched(run_dir, tmp_path, monkeypatch):
     def broken(*args):
         raise RuntimeError("export check: simulated failure")
 
-    monkeypatch.setattr(yunshan.hub, "check_tokenizer", broken)
+    monkeypatch.setattr(yunshan.hub.export, "check_tokenizer", broken)
     with pytest.raises(RuntimeError, match="simulated failure"):
         export_model(run_dir, out, overwrite=True, license="apache-2.0")
     with pytest.raises(RuntimeError, match="simulated failure"):

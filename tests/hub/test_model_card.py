@@ -12,8 +12,9 @@ import pytest
 from huggingface_hub import ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from yunshan.hub import export_model
-from yunshan.model_card import CardOptions, check_options, hub_id_of, validate_card
+from yunshan.hub.card import CardOptions, check_options, validate_card
+from yunshan.hub.export import export_model
+from yunshan.hub.provenance import hub_id_of
 
 
 def card_of(folder):

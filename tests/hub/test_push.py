@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from yunshan.cli import main
-from yunshan.push import PushError, push_folder
+from yunshan.hub.push import PushError, push_folder
 
 from .conftest import TOKEN
 from .standin import HubStandIn
@@ -30,8 +30,8 @@ def hub(monkeypatch, tmp_path):
 
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:
-    """What a push must upload: every file of the export but its marker (yunshan.hub.EXPORT_MARKER)."""
-    from yunshan.hub import EXPORT_MARKER
+    """What a push must upload: every file of the export but its marker (yunshan.hub.export.EXPORT_MARKER)."""
+    from yunshan.hub.export import EXPORT_MARKER
 
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
             if p.is_file() and p.name != EXPORT_MARKER}

@@ -363,7 +363,7 @@ def _fresh_grown(base, tok_ext):
 def test_a_tied_model_stays_tied_and_trains_its_new_rows_on_both_sides(setup, tied_llama, tmp_path, mode, warmup):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.hub import export_model
+    from yunshan.hub.export import export_model
 
     base, tok_ext = tied_llama
     n_base, n_new = len(AutoTokenizer.from_pretrained(base)), len(AutoTokenizer.from_pretrained(tok_ext))

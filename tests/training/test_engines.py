@@ -430,7 +430,7 @@ def test_sft_full_killed_resumed_and_exported_loads_in_plain_transformers(world,
     transformers' own LlamaForCausalLM (no yunshan code), tied, with the logits of the single-process model."""
     from transformers import LlamaForCausalLM
 
-    from yunshan.hub import export_model
+    from yunshan.hub.export import export_model
 
     reference = one_process("sft_full", sft_recipe)
     recipe, out = engine_recipe(world, tmp_path, sft_recipe, engine)

@@ -23,8 +23,8 @@ from typing import Any
 
 from yunshan.eval.commands import EvalArgs
 from yunshan.eval.decontamination import DecontaminateArgs
-from yunshan.hub import ExportArgs
-from yunshan.push import PushArgs
+from yunshan.hub.export import ExportArgs
+from yunshan.hub.push import PushArgs
 from yunshan.tokenizer.extend import ExtendArgs
 from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
@@ -315,7 +315,7 @@ def _decontamination_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
 
 
 def run_export(layout: RunLayout, e: ExportArgs) -> dict:
-    from yunshan.hub import export_model
+    from yunshan.hub.export import export_model
 
     out = layout.folder("export")
     push = layout.recipe.push
@@ -329,7 +329,7 @@ def run_export(layout: RunLayout, e: ExportArgs) -> dict:
 
 
 def run_push(layout: RunLayout, p: PushArgs) -> dict:
-    from yunshan.push import push_folder
+    from yunshan.hub.push import push_folder
 
     settings = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name not in ("folder", "repo_id")}
     result = push_folder(str(layout.folder("export")), p.repo_id, **settings)

@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from yunshan.hub import EXPORT_MARKER
-from yunshan.model_card import REPO_ID
+from yunshan.hub.export import EXPORT_MARKER
+from yunshan.hub.provenance import REPO_ID
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -113,7 +113,7 @@ def check_export_folder(folder: Path) -> list[Path]:
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     # Exactly what upload_folder sends: every file but .git/ and .cache/huggingface/ (its default ignores) and the
-    # export's own marker (yunshan.hub.EXPORT_MARKER: for --overwrite on this machine, not for the Hub).
+    # export's own marker (yunshan.hub.export.EXPORT_MARKER: for --overwrite on this machine, not for the Hub).
     found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
     files = [found[name] for name in sorted(filter_repo_objects(
         found, ignore_patterns=[*DEFAULT_IGNORE_PATTERNS, EXPORT_MARKER]))]
