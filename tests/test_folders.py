@@ -128,3 +128,69 @@ def test_a_corrupt_compressed_corpus_is_one_line_or_counted(setup, tmp_path, cap
     assert main(["cpt", "--config", recipe, "--dry-run"]) == 1
     err = one_line_error(capsys, "cpt")
     assert f"source 'mid': {cut}:" in err and "corrupt_file (the gz stream breaks off" in err
+
+
+# ---------------------------------------------------------------- replacing a whole output folder
+
+
+def test_replace_folder_swaps_in_the_new_folder_and_removes_the_old(tmp_path):
+    from yunshan.folders import replace_folder
+
+    out, new = tmp_path / "out", tmp_path / ".out.partial"
+    out.mkdir()
+    (out / "a.txt").write_text("old")
+    new.mkdir()
+    (new / "b.txt").write_text("new")
+    replace_folder(new, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no old copy, no partial folder left
+    assert [p.name for p in out.iterdir()] == ["b.txt"] and (out / "b.txt").read_text() == "new"
+    replace_folder(_folder(tmp_path / ".again", "c.txt"), tmp_path / "fresh")  # nothing there before
+    assert [p.name for p in (tmp_path / "fresh").iterdir()] == ["c.txt"]
+
+
+def _folder(path, name):
+    path.mkdir()
+    (path / name).write_text(name)
+    return path
+
+
+def test_replace_folder_rolls_back_when_the_new_folder_cannot_be_put_in_place(tmp_path, monkeypatch):
+    from yunshan import folders
+
+    out = _folder(tmp_path / "out", "keep.txt")
+    new = _folder(tmp_path / ".out.partial", "new.txt")
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if os.fspath(src) == os.fspath(new):
+            raise OSError(28, "No space left on device")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(folders.os, "rename", rename)
+    with pytest.raises(OSError, match="No space left"):
+        folders.replace_folder(new, out)
+    # The old folder is back at `out`, as it was; the new one is left for the caller to remove.
+    assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep.txt"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.partial", "out"]
+
+
+def test_a_staged_folder_replaces_out_only_when_its_block_succeeds(tmp_path):
+    from yunshan.folders import staged_folder
+
+    out = _folder(tmp_path / "out", "old.txt")
+    with pytest.raises(RuntimeError, match="half-way"):
+        with staged_folder(out) as tmp:
+            (tmp / "new.txt").write_text("new")
+            raise RuntimeError("failed half-way")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and [p.name for p in out.iterdir()] == ["old.txt"]
+    with staged_folder(out) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".out.partial-")
+        assert oct(tmp.stat().st_mode & 0o777) == oct(0o777 & ~_umask())  # a folder's usual mode, not 0700
+        (tmp / "new.txt").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and [p.name for p in out.iterdir()] == ["new.txt"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -25,9 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -432,24 +429,13 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 
 
 def _write_atomically(out: Path, files: dict[str, bytes], overwrite: bool) -> None:
+    """Write `files` into a folder beside `out` and swap it in (yunshan.folders.staged_folder): `out` is the old
+    folder until every file is written, and a failed swap puts the old one back."""
+    from yunshan.folders import staged_folder
+
     out = out.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the tokenizer folder gets a folder's usual mode
-    try:
+    with staged_folder(out) as tmp:
         for name, blob in sorted(files.items()):
             (tmp / name).write_bytes(blob)
-        if out.exists():
-            if any(out.iterdir()) and not overwrite:
-                raise ValueError(f"--out {out} appeared while extending and is not empty; pass --overwrite")
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        if out.exists() and any(out.iterdir()) and not overwrite:
+            raise ValueError(f"--out {out} appeared while extending and is not empty; pass --overwrite")

@@ -1,15 +1,23 @@
-"""Folders yunshan reads models and tokenizers from or writes outputs to: one-line errors before the work starts.
+"""Folders yunshan reads models and tokenizers from or writes outputs to: one-line errors before the work starts,
+and a finished output put in place in one step.
 
-    from yunshan.folders import check_model_folder, check_output_folder, readable_by_transformers
+    from yunshan.folders import check_model_folder, check_output_folder, readable_by_transformers, staged_folder
     check_output_folder("runs/cpt", "training.output_dir")        # writable (or creatable) folder, else one line
     check_model_folder("models/llama", "model.name_or_path")      # an existing folder, else one line
     with readable_by_transformers("models/llama", "tokenizer"):   # a damaged folder is one line naming the file
         AutoTokenizer.from_pretrained("models/llama", trust_remote_code=False)
+    with staged_folder("exports/demo") as tmp:                    # written beside, then swapped in (replace_folder)
+        (tmp / "config.json").write_text("{}")
 
 transformers answers a path that does not exist with "Repo id must be in the form ..." or a hub connection error,
 and a damaged tokenizer.json with a KeyError, a TypeError or a bare `Exception` from the tokenizers library; an
 output folder that cannot be written fails only when the first file is saved, after the work. Every yunshan command
 checks its folders here first, so each of these is one line naming the file and what would be valid.
+
+A command that writes a whole folder (`yunshan export`, `yunshan tokenizer extend`, `yunshan model import-gguf`)
+writes it beside its destination and swaps it in with `replace_folder` only when everything succeeded: the
+destination is at every moment the old folder or the new one, and a failed swap puts the old one back.
+`check_replaceable` says whether an existing destination may be replaced at all (--overwrite).
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,6 +93,47 @@ def check_replaceable(out: Path, report: str, tool: str, flag: str,
         if name != report and (path.is_file() or path.is_symlink()) and not own(name):
             raise ValueError(f"{flag} {out} holds {name}, which {tool} did not write; --overwrite would delete it: "
                              f"move it away or choose another {flag}")
+
+
+def replace_folder(new: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Put the folder `new` at `out`, replacing whatever is there, by renames within `out`'s parent folder (`new`
+    must be in it too: one filesystem, so every rename is atomic). An existing `out` is first renamed aside and
+    removed only once `new` is in its place; if that rename fails, the old `out` is renamed back (rolled back) and
+    the error raised, `new` left where it was for the caller to remove."""
+    new, out = Path(new), Path(out)
+    old = None
+    if out.exists() or out.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.rmdir(old)  # only the unique name is wanted: `out` is renamed to it
+        os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
+
+
+@contextlib.contextmanager
+def staged_folder(out: str | os.PathLike):
+    """A fresh hidden folder beside `out` (`.NAME.partial-PID-RANDOM`) to write a whole output into. Leaving the block
+    without an error puts it at `out` (replace_folder); an error removes it and leaves `out` as it was. The folder is
+    made with the mode any folder the user makes gets (not mkdtemp's private 0700), in the same filesystem as `out`."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        replace_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def check_json_files(folder: str | os.PathLike) -> None:

@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -259,26 +257,6 @@ def write_adapter(adapter_dir: Path, out: Path, base_model: str | None) -> dict:
 # ---------------------------------------------------------------- the export
 
 
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Put `tmp` at `out` by renames in one folder (atomic on POSIX for the new name; the old one is removed after)."""
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.rmdir(old)
-        os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except OSError:
-        if old is not None:
-            os.rename(old, out)
-        raise
-    if old is not None:
-        if old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink()
-
-
 def check_out(out: Path, source: Path, model_dir: Path, overwrite: bool) -> None:
     """Refuse an --out the export may not write or replace (module docstring); nothing has been written yet."""
     if out.is_file() or (out.is_symlink() and not out.is_dir()):
@@ -341,15 +319,12 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
                              f"{'; '.join(problems)}. Export it without --as-llama{code}")
     check_out(out, Path(source), model_dir, overwrite)
-    from yunshan.folders import check_output_folder
+    from yunshan.folders import check_output_folder, staged_folder
 
     check_output_folder(out.parent, "--out")  # the export is written beside --out, then renamed into place
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic); created with the
-    # default mode, unlike mkdtemp's 0700, so the export gets the permissions any folder the user makes gets.
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
+    # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic), swapped in only when
+    # everything below succeeded (yunshan.folders.replace_folder: a failed swap puts the old --out back).
+    with staged_folder(out) as tmp:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8")) if (
             model_dir / "config.json").is_file() else {}
         lora = None
@@ -419,10 +394,6 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             "yunshan_version": __version__, "source": str(model_dir), "files": [f["path"] for f in listed]},
             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / EXPORT_MARKER).chmod(0o666 & ~mask)
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return {"out": str(out), "source_model": str(prov.model_dir), "files": listed,
             "bytes": sum(f["bytes"] for f in listed), "parameters": weights["parameters"], "dtype": weights["dtype"],
             "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,

@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -95,7 +93,7 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.folders import check_output_folder
+    from yunshan.folders import check_output_folder, staged_folder
     from yunshan.remote_code import refuse_remote_code
 
     src = Path(gguf_file)
@@ -131,12 +129,8 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     name = meta.get("general.name") or src.stem
     model.config.name_or_path = str(name)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the folder is the user's model, readable as usual
-    try:
+    # Written beside OUT and swapped in only when complete (a failed swap puts an earlier import back).
+    with staged_folder(out) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         repairs = []
@@ -167,16 +161,6 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
         }
         (tmp / IMPORT_REPORT).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str) + "\n",
                                          encoding="utf-8")
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     for line in repairs + notes:
         log(line)
     log(f"wrote {out}: {report['model_class']}, {report['parameters']:,} parameters, vocabulary "
