@@ -5,7 +5,7 @@ import json
 import pytest
 
 from yunshan.artifacts import (
-    CptSourceReport, DataReport, EvalResults, Metric, RunManifest, SftSourceReport, StageRecord)
+    CptSourceReport, DataReport, EvalResults, Metric, RunManifest, SftSourceReport, StageRecord, TokenizerReport)
 
 
 def test_data_reports_round_trip_and_say_their_kind(tmp_path):
@@ -55,3 +55,28 @@ def test_wrong_files_are_one_line_errors(tmp_path):
     (tmp_path / "results.json").write_text('{"models": {}}')
     with pytest.raises(ValueError, match="field 'tasks' is missing"):
         EvalResults.read(tmp_path)
+
+
+def test_tokenizer_report_round_trips_and_reads_the_compression(tmp_path):
+    """The tokenizer stage's report.json: the extension's own report kept as it is, and the compression report
+    (yunshan.tokenizer.compression_report's layout, written back key for key) read as typed records."""
+    data = {"extension": {"new_tokens": {"total": 60}, "files": ["tokenizer.json"]}, "compression": {
+        "definition": "compression rate = sum of tokens / sum of Unicode characters",
+        "tokenizers": [{"name": "base", "vocab_size": 400, "new_vs_first": 0},
+                       {"name": "extended", "vocab_size": 460, "new_vs_first": 60}],
+        "files": [{"path": "/data/heldout/finance.txt", "texts": 10, "characters": 1000, "bytes": 2900, "results": [
+            {"tokenizer": "base", "tokens": 800, "tokens_per_char": 0.8, "bytes_per_token": 3.625,
+             "change_vs_first": 0.0},
+            {"tokenizer": "extended", "tokens": 600, "tokens_per_char": 0.6, "bytes_per_token": None,
+             "change_vs_first": -0.25}]}],
+        "new_tokens_most_used": [{"tokenizer": "extended", "top": [{"id": 401, "token": "利率", "count": 7}]}]}}
+    report = TokenizerReport.from_json(data)
+    assert report.compression.vocabulary_change() == (400, 460)
+    assert report.compression.tokens_per_char() == [("/data/heldout/finance.txt", 0.8, 0.6)]
+    report.write(tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text()) == data and TokenizerReport.read(tmp_path) == report
+    alone = TokenizerReport(extension={"new_tokens": {"total": 3}})
+    assert alone.to_json() == {"extension": {"new_tokens": {"total": 3}}} and alone.compression is None
+    (tmp_path / "report.json").write_text('{"compression": {}}')
+    with pytest.raises(ValueError, match="field 'extension' is missing"):
+        TokenizerReport.read(tmp_path)

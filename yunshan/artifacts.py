@@ -11,6 +11,7 @@
 | data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
 | results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
 | decontamination.json | DecontaminationReport (eval sets, sources, contaminated records, hits) | `yunshan data decontaminate` | the pipeline, the card |
+| report.json (tokenizer stage) | TokenizerReport (the extension's report, compression before and after) | `yunshan run` | the pipeline report, the card |
 | recipe.yaml | the resolved recipe dataclass (`write_recipe`) | every stage | `yunshan run recipe.yaml` |
 
 Each record has `to_json()` / `from_json()` and `write()` / `read()`; a file that is not valid JSON or lacks a
@@ -196,6 +197,100 @@ class DataReport(_JsonFile):
                           for name, s in (data.get("sources") or {}).items()}
         return report
 
+
+
+# ---------------------------------------------------------------- the tokenizer stage
+
+
+@dataclass
+class VocabularySize:
+    """One tokenizer of a compression report: its vocabulary and how many of its tokens the first one lacks."""
+
+    name: str
+    vocab_size: int
+    new_vs_first: int = 0
+
+
+@dataclass
+class CompressionResult:
+    """One tokenizer on one text file: tokens, tokens per character (the paper's compression rate)."""
+
+    tokenizer: str
+    tokens: int
+    tokens_per_char: float
+    bytes_per_token: float | None = None
+    change_vs_first: float | None = None
+
+
+@dataclass
+class CompressionFile:
+    """One text file of a compression report and each tokenizer's counts on it (in the tokenizers' order)."""
+
+    path: str
+    texts: int
+    characters: int
+    bytes: int
+    results: list[CompressionResult] = field(default_factory=list)
+
+
+@dataclass
+class Compression:
+    """yunshan.tokenizer.compression_report of the base tokenizer (first) and the extended one (last)."""
+
+    tokenizers: list[VocabularySize]
+    files: list[CompressionFile]
+    definition: str = ""
+    new_tokens_most_used: list[dict] = field(default_factory=list)
+
+    def vocabulary_change(self) -> tuple[int, int] | None:
+        """(base vocabulary, extended vocabulary): the first and the last tokenizer's; None with fewer than two."""
+        if len(self.tokenizers) < 2:
+            return None
+        return self.tokenizers[0].vocab_size, self.tokenizers[-1].vocab_size
+
+    def tokens_per_char(self) -> list[tuple[str, float, float]]:
+        """(file path, tokens/char of the first tokenizer, of the last) for every file measured by two or more."""
+        return [(f.path, f.results[0].tokens_per_char, f.results[-1].tokens_per_char)
+                for f in self.files if len(f.results) >= 2]
+
+
+@dataclass
+class TokenizerReport(_JsonFile):
+    """report.json of the pipeline's tokenizer stage: what `yunshan tokenizer extend` reported (its own
+    yunshan_tokenizer_extension.json: new tokens, merges, word lists, files) and, when the recipe names report
+    texts, the compression of the base and the extended tokenizer on them."""
+
+    extension: dict
+    compression: Compression | None = None
+
+    FILE = "report.json"
+
+    def to_json(self) -> dict:
+        out = {"extension": self.extension}
+        if self.compression is not None:
+            out["compression"] = _plain(self.compression, drop_none=False)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "tokenizer report") -> TokenizerReport:
+        if not isinstance(data.get("extension"), dict):
+            raise ValueError(f"{where}: field 'extension' is missing (not a report.json of the tokenizer stage)")
+        compression = None
+        if data.get("compression") is not None:
+            comp = data["compression"]
+            if not isinstance(comp, dict):
+                raise ValueError(f"{where}: field 'compression' must be an object")
+            compression = _build(Compression, comp, f"{where}: compression")
+            compression.tokenizers = [_build(VocabularySize, t, f"{where}: compression.tokenizers.{i}")
+                                      for i, t in enumerate(comp.get("tokenizers") or [])]
+            files = []
+            for i, f in enumerate(comp.get("files") or []):
+                entry = _build(CompressionFile, f, f"{where}: compression.files.{i}")
+                entry.results = [_build(CompressionResult, r, f"{where}: compression.files.{i}.results.{j}")
+                                 for j, r in enumerate(f.get("results") or [])]
+                files.append(entry)
+            compression.files = files
+        return cls(extension=data["extension"], compression=compression)
 
 
 # ---------------------------------------------------------------- decontamination

@@ -478,23 +478,17 @@ def _dropped_text(dropped: dict) -> str:
 
 
 def _tokenizer(prov: Provenance) -> list[str]:
-    report = prov.tokenizer_report
-    if not report:
+    comp = prov.tokenizer_report.compression if prov.tokenizer_report else None
+    if comp is None:
         return []
     lines = ["## Tokenizer", ""]
-    comp = report.get("compression") or {}
-    toks = comp.get("tokenizers") or []
-    if len(toks) >= 2:
-        base, ext = toks[0].get("vocab_size"), toks[-1].get("vocab_size")
-        if isinstance(base, int) and isinstance(ext, int):
-            lines += [f"Vocabulary extended from {base:,} to {ext:,} tokens (+{ext - base:,}, "
-                      f"{100 * (ext / base - 1):.1f}%) with domain BPE merges and word lists.", ""]
-    rows = []
-    for f in comp.get("files") or []:
-        res = f.get("results") or []
-        if len(res) >= 2 and res[0].get("tokens_per_char") and res[-1].get("tokens_per_char") is not None:
-            b, a = res[0]["tokens_per_char"], res[-1]["tokens_per_char"]
-            rows.append(f"| `{_md(Path(f.get('path', '?')).name)}` | {b:.4f} | {a:.4f} | {100 * (a / b - 1):+.1f}% |")
+    sizes = comp.vocabulary_change()
+    if sizes is not None and all(isinstance(v, int) for v in sizes):
+        base, ext = sizes
+        lines += [f"Vocabulary extended from {base:,} to {ext:,} tokens (+{ext - base:,}, "
+                  f"{100 * (ext / base - 1):.1f}%) with domain BPE merges and word lists.", ""]
+    rows = [f"| `{_md(Path(path).name)}` | {b:.4f} | {a:.4f} | {100 * (a / b - 1):+.1f}% |"
+            for path, b, a in comp.tokens_per_char() if b and a is not None]
     if rows:
         lines += ["| text | tokens/char before | after | change |", "|---|---:|---:|---:|"] + rows + [
             "", "Tokens per Unicode character, no special tokens (the paper's compression rate); lower is better.", ""]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from yunshan.artifacts import DataReport, DecontaminationReport, EvalResults, Metric, RunManifest, StageRecord
+from yunshan.artifacts import (
+    DataReport, DecontaminationReport, EvalResults, Metric, RunManifest, StageRecord, TokenizerReport)
 
 # Hub repo ids: NAMESPACE/NAME, letters, digits, "-", "_", "." (no "--" or "..", not starting or ending with - or .)
 REPO_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?$")
@@ -63,7 +64,7 @@ class Provenance:
     stages: list[StageRecord] = field(default_factory=list)
     cpt: TrainingRecord | None = None
     sft: TrainingRecord | None = None
-    tokenizer_report: dict | None = None
+    tokenizer_report: TokenizerReport | None = None
     decontamination: DecontaminationReport | None = None
     evals: list[EvalColumn] = field(default_factory=list)
     recipe_path: Path | None = None
@@ -215,8 +216,11 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
                 continue
             if kind in ("cpt", "sft"):
                 setattr(prov, kind, _training_record(out))
-            elif kind == "tokenizer":
-                prov.tokenizer_report = _read_json(out / "report.json")
+            elif kind == "tokenizer" and (out / TokenizerReport.FILE).is_file():
+                try:
+                    prov.tokenizer_report = TokenizerReport.read(out)
+                except ValueError:
+                    prov.tokenizer_report = None  # unreadable: the card leaves the section out
             elif kind == "decontamination" and (out / DecontaminationReport.FILE).is_file():
                 try:
                     prov.decontamination = DecontaminationReport.read(out)

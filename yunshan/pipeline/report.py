@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from yunshan.artifacts import DecontaminationReport, EvalResults, RunManifest
+from yunshan.artifacts import DecontaminationReport, EvalResults, RunManifest, TokenizerReport
 
 from .stages import RunLayout
 
@@ -52,16 +52,13 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
                 scoring = {"loglik": "answer-only", "cloze": "cloze", "generate": "generated"}.get(mode, mode)
                 rows.append([f"{task} accuracy % ({scoring}; chance 25)"] + [f"{x:.1f}" for x in nums]
                             + [f"{nums[-1] - nums[0]:+.1f} pt"])
-    tok_report = layout.folder("tokenizer") / "report.json"
+    tok_report = layout.folder("tokenizer") / TokenizerReport.FILE
     if tok_report.is_file():
-        comp = json.loads(tok_report.read_text()).get("compression")
+        comp = TokenizerReport.read(tok_report).compression
         width = max(len(columns), 2)
-        for f in (comp or {}).get("files", []):
-            res = f.get("results", [])
-            if len(res) == 2:
-                b, a = res[0]["tokens_per_char"], res[1]["tokens_per_char"]
-                cells = [f"{b:.3f}"] + [""] * (width - 2) + [f"{a:.3f}"]
-                rows.append([f"tokens/char, {Path(f['path']).name}"] + cells + [f"{100 * (a / b - 1):+.1f}%"])
+        for path, b, a in comp.tokens_per_char() if comp else []:
+            cells = [f"{b:.3f}"] + [""] * (width - 2) + [f"{a:.3f}"]
+            rows.append([f"tokens/char, {Path(path).name}"] + cells + [f"{100 * (a / b - 1):+.1f}%"])
         columns = columns or ["before", "after"]
     return columns, rows
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yunshan.artifacts import TokenizerReport
 from yunshan.eval.commands import EvalArgs
 from yunshan.eval.decontamination import DecontaminateArgs
 from yunshan.hub.export import ExportArgs
@@ -177,8 +178,7 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
     extension = extend_tokenizer(dataclasses.replace(t, base=layout.base_tokenizer_dir(), out=str(out),
                                                      overwrite=True))
     compression = extension.pop("compression", None)
-    report = {"extension": extension, **({"compression": compression} if compression else {})}
-    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    TokenizerReport.from_json({"extension": extension, "compression": compression or None}, "tokenizer stage").write(out)
     from yunshan.remote_code import refuse_remote_code
 
     trust = layout.trained_model(str(out)).trust_remote_code
