@@ -289,7 +289,7 @@ def main() -> int:
     docs = heldout_docs(args.heldout_chars)
     started = time.perf_counter()
     results = {"model": model_dir.name, "new_tokens": args.new_tokens, "heldout_chars": args.heldout_chars,
-               "precision": f"{'bf16 autocast' if autocast else 'fp32'} ({why})",
+               "precision": f"{'bfloat16 autocast' if autocast else 'float32'} ({why})",
                "budget_tokens": args.steps * 4 * 512, "steps": args.steps, "warmup_steps": args.warmup_steps}
     partial = out / "partial.json"  # a crash in a later part keeps the earlier parts' figures
     done = json.loads(partial.read_text()) if partial.is_file() and not args.quick else {}

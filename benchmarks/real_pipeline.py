@@ -28,7 +28,7 @@ RECIPE = ROOT / "recipes/smollm2-135m_pipeline_lora.yaml"
 RESULTS = ROOT / "benchmarks/results"
 STAGES = ("tokenizer", "eval_before", "cpt", "sft", "eval_after", "export")
 
-FP32 = ["cpt.training.precision=fp32", "sft.training.precision=fp32", "eval.dtype=float32"]
+FP32 = ["cpt.training.precision=float32", "sft.training.precision=float32", "eval.dtype=float32"]
 QUICK = ["cpt.training.max_steps=2", "cpt.warmup.steps=1", "cpt.warmup.fit_sequences=2", "cpt.monitor.max_chars=500",
          "cpt.monitor.every_steps=0", "sft.training.max_steps=2", "eval.limit=2", "tokenizer_extension.new_tokens=500"]
 

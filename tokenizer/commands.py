@@ -160,7 +160,7 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
     rows = {label: {"base": base[label], "extended": extended[label], "change": extended[label] / base[label] - 1}
             for label in files}
     print(f"step-0 cost of the extension on {args.model} (new rows: {args.init}; "
-          f"{'bf16 autocast' if autocast else 'fp32'}: {why}):")
+          f"{'bfloat16 autocast' if autocast else 'float32'}: {why}):")
     print("| held-out | base bits/char | extended bits/char | change |\n|---|---:|---:|---:|")
     for label, row in rows.items():
         print(f"| {label} | {row['base']:.4f} | {row['extended']:.4f} | {100 * row['change']:+.1f}% |")
@@ -170,4 +170,4 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
               "recovers it with the embedding warm-up (on by default: warmup.* in the recipe)")
     (Path(out) / "extension_cost.json").write_text(json.dumps(
         {"model": str(args.model), "init": args.init, "max_chars": args.max_chars, "heldout": rows,
-         "precision": "bf16 autocast" if autocast else "fp32"}, indent=2) + "\n", encoding="utf-8")
+         "precision": "bfloat16 autocast" if autocast else "float32"}, indent=2) + "\n", encoding="utf-8")

@@ -145,7 +145,7 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     origin = "the folder's own code" if code.startswith("transformers_modules") else "installed code"
     description = (f"{path}{f' on base {base}' if base else ''}: {type(model).__name__} ({origin}), "
                    f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
-                   f"{'bf16 autocast' if autocast else dtype}, chat template: {template}")
+                   f"{'bfloat16 autocast' if autocast else dtype}, chat template: {template}")
     return ChatModel(model, tokenizer, stop_ids(model, tokenizer), template, autocast,
                      context_length(model, tokenizer), description)
 
@@ -379,9 +379,10 @@ def one_shot(chat: ChatModel, args: ChatArgs) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
+    from yunshan.precision import CHOICES
 
     add_flags(parser, ChatArgs, positional={"model": "MODEL"}, metavars={"prompt": "TEXT", "prompts": "FILE"},
-              choices={"dtype": ("auto", "float32", "bfloat16", "float16")})
+              choices={"dtype": CHOICES})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -80,7 +80,7 @@ def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
     assert summary["steps"] == 24
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path, precision):
     """Bit-identical weights after SIGKILL + resume, in float32 and under bf16 autocast (what `auto` picks on
     AMX / AVX-512 BF16 CPUs): the resumed run replays exactly the same operations."""
@@ -126,12 +126,12 @@ def test_a_checkpoint_being_written_never_replaces_the_last_good_one(tmp_path):
 
 @pytest.mark.multiprocess
 @pytest.mark.distributed  # make test runs DDP in test_engines.py::test_cpt_follows_one_process
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path, precision):
     # bf16 autocast: each process multiplies half the batch, and oneDNN may pick another kernel (another rounding
     # order) for the smaller shape; bf16 keeps 8 mantissa bits (unit roundoff 2**-8 = 3.9e-3), so the per-step
     # losses agree to a few 1e-3, not to float32's 1e-4.
-    tolerance = 1e-4 if precision == "fp32" else 5e-3
+    tolerance = 1e-4 if precision == "float32" else 5e-3
     data = recipe_dict(setup, tmp_path / "one", max_steps=12, save_steps=100, precision=precision)
     data["monitor"] = {"every_steps": 0}
     one = write_recipe(tmp_path / "one.yaml", data)
@@ -505,7 +505,7 @@ def test_bf16_losses_follow_fp32(setup, tmp_path):
     """bf16 autocast (what precision: auto picks on CPUs with AMX / AVX-512 BF16 and on GPUs) trains like fp32: on
     the tiny model every logged loss is within 2% of fp32's and the final held-out bits/char within 2%."""
     results = {}
-    for precision in ("fp32", "bf16"):
+    for precision in ("float32", "bfloat16"):
         data = recipe_dict(setup, tmp_path / precision, max_steps=16, save_steps=100, precision=precision)
         data["monitor"]["every_steps"] = 0
         run_cpt(load_recipe(CptArgs, data=data))
@@ -513,7 +513,7 @@ def test_bf16_losses_follow_fp32(setup, tmp_path):
         results[precision] = ([r["loss"] for r in log if r.get("event") == "train" and "loss" in r],
                               [r for r in log if r.get("event") == "bpc"][-1]["bpc_general"])
         assert json.loads((tmp_path / precision / "data_report.json").read_text())["precision"]["value"] == precision
-    (fp32, bpc32), (bf16, bpc16) = results["fp32"], results["bf16"]
+    (fp32, bpc32), (bf16, bpc16) = results["float32"], results["bfloat16"]
     assert len(fp32) == len(bf16) == 4
     assert all(abs(a - b) <= 0.02 * a for a, b in zip(fp32, bf16)), (fp32, bf16)
     assert abs(bpc16 - bpc32) <= 0.02 * bpc32

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from yunshan.hub.card import CardOptions, ExportFacts, build_model_card
 from yunshan.hub.provenance import collect_provenance
-from yunshan.hub.weights import (
-    DTYPES, check_weights, dtype_label, parameter_count, parse_size, read_layout, write_weights)
+from yunshan.hub.weights import check_weights, dtype_label, parameter_count, parse_size, read_layout, write_weights
+from yunshan.precision import DTYPE_CHOICES, precision_name
 
 # Tokenizer files save_pretrained writes for the tokenizers transformers knows (fast, SentencePiece, BPE, WordPiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
     add_flags(parser, ExportArgs, positional={"source": "RUN_OR_MODEL"}, required=("out",),
-              names={"datasets": "--dataset", "tags": "--tag"}, choices={"dtype": tuple(DTYPES)},
+              names={"datasets": "--dataset", "tags": "--tag"}, choices={"dtype": DTYPE_CHOICES},
               metavars={"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"})
 
 
@@ -296,8 +296,8 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
 
     check_options(options)
     shard_bytes = parse_size(max_shard_size)
-    if dtype is not None and dtype not in DTYPES:
-        raise ValueError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if dtype is not None:
+        dtype = precision_name(dtype, "--dtype", auto=False)
     if adapter and dtype is not None:
         raise ValueError("--dtype converts merged weights; an adapter is exported as trained (drop --dtype)")
     if adapter and as_llama:

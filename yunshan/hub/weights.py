@@ -18,7 +18,10 @@ import re
 import shutil
 from pathlib import Path
 
-DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+from yunshan.precision import DTYPES
+
+# --dtype (yunshan.precision.DTYPES, torch's names) -> the safetensors dtype it writes
+SAFETENSORS_DTYPES = dict(zip(DTYPES, ("F32", "BF16", "F16")))
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
              "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
 _FLOAT = {"F64", "F32", "F16", "BF16"}
@@ -136,7 +139,7 @@ def write_weights(model_dir: Path, out: Path, max_shard_size: int, dtype: str | 
 
         convert = LlamaExport(as_llama, layout, read)
         layout = convert.layout
-    target = DTYPES.get(dtype) if dtype else None
+    target = SAFETENSORS_DTYPES.get(dtype) if dtype else None
     out_dtype = {n: (target if target and d in _FLOAT else d) for n, (_, d, _) in layout.items()}
     order = convert.order() if convert is not None else module_order(model_dir)
     names = sorted(layout, key=lambda n: (order.get(n, len(order)), _natural(n)))
@@ -215,5 +218,5 @@ def parameter_count(layout: dict[str, tuple[Path, str, list[int]]]) -> int:
 
 def dtype_label(kinds: list[str]) -> str:
     """'float32' for ["F32"], 'bfloat16/float32' for two kinds: safetensors dtypes named as --dtype names them."""
-    names = {v: k for k, v in DTYPES.items()}
+    names = {v: k for k, v in SAFETENSORS_DTYPES.items()}
     return "/".join(names.get(k, k) for k in kinds)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yunshan.precision import precision_name
+
 # training.report_to: the trackers yunshan passes to transformers' Trainer (yunshan.training.tracking).
 REPORT_TO = ("tensorboard", "wandb", "mlflow", "swanlab", "none")
 
@@ -30,15 +32,15 @@ class ModelArgs:
     config_overrides: dict | None = field(
         default=None, metadata={"help": "config fields to change when building from a preset"})
     init_seed: int = field(default=0, metadata={"help": "seed for the initial weights of a preset model"})
-    dtype: str = field(default="float32", metadata={"help": "dtype to load weights in: float32, bfloat16, float16, auto"})
+    dtype: str = field(default="float32", metadata={
+        "help": "dtype to load weights in: float32, bfloat16, float16 or auto (float32); yunshan.precision"})
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager or sdpa (or any transformers backend)"})
     trust_remote_code: bool = field(default=False, metadata={"help": "allow a model folder's own modeling code"})
 
     def __post_init__(self):
         if (self.name_or_path is None) == (self.preset is None):
             raise ValueError("give exactly one of model.name_or_path or model.preset")
-        if self.dtype not in ("float32", "bfloat16", "float16", "auto"):
-            raise ValueError(f"model.dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}")
+        self.dtype = precision_name(self.dtype, "model.dtype")
 
 @dataclass
 class TokenizerArgs:
@@ -75,7 +77,9 @@ class TrainArgs:
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations to save memory"})
-    precision: str = field(default="auto", metadata={"help": "auto (bf16 where the hardware has it), fp32, bf16, fp16"})
+    precision: str = field(default="auto", metadata={
+        "help": "auto (bfloat16 autocast where the hardware multiplies bf16 fast, else float32), float32, bfloat16 or "
+                "float16 (fp32, bf16, fp16 mean the same); yunshan.precision"})
     logging_steps: int = field(default=10, metadata={"help": "log every N steps"})
     save_steps: int = field(default=500, metadata={"help": "checkpoint every N steps"})
     save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
@@ -100,8 +104,7 @@ class TrainArgs:
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ValueError(f"training.precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
+        self.precision = precision_name(self.precision, "training.precision")
         for name in self.report_to:
             if name not in REPORT_TO:
                 raise ValueError(f"training.report_to: {name!r} is not a tracker yunshan supports; valid: "
@@ -178,8 +181,8 @@ def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precisi
         weight_decay=train.weight_decay,
         max_grad_norm=train.max_grad_norm,
         activation_checkpointing=train.gradient_checkpointing,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
+        bf16=precision == "bfloat16",
+        fp16=precision == "float16",
         logging_steps=train.logging_steps,
         save_strategy="steps",
         save_steps=train.save_steps,

@@ -225,7 +225,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     )
     model = load_model(model_args, vocab_size=len(tokenizer))
     monitor_length = recipe.monitor.max_length or recipe.data.seq_len
-    autocast = precision == "bf16"
+    autocast = precision == "bfloat16"
     here = holds_weights(model)  # false on FSDP ranks that receive rank 0's weights when training starts
     cost: dict = {}
     if planned_ids and heldout and resume_from is None:
