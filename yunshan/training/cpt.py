@@ -142,25 +142,76 @@ def build_stream(recipe, tokenizer):
 def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run continual pretraining as the recipe says; returns a summary (paths and figures).
 
+    Three steps: set up (plan the run, load and grow the model, fit and warm up the new rows' start), train (the
+    Trainer with the monitor, the embedding warm-up and the trackers), save (model, tokenizer, data report, curves).
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
-    from transformers import default_data_collator, set_seed
+    started = time.time()
+    run = _set_up(recipe, dry_run)
+    if not isinstance(run, CptRun):
+        return run  # a dry run's plan, or a run that was already finished
+    trained = _train(run, callbacks)
+    return _save(run, trained, started)
+
+
+@dataclass
+class CptRun:
+    """Everything set up before the first step: the plan, the data stream, the model as it starts training."""
+
+    recipe: CptArgs
+    out: Path
+    ckpt_dir: Path
+    rank_zero: bool
+    precision: str
+    precision_reason: str
+    sequences_per_step: int
+    tokens_per_step: int
+    total_steps: int
+    warmup_on: bool  # the embedding warm-up runs (new rows, trainable)
+    warmup_steps: int
+    plan: object  # yunshan.training.resume.RunPlan
+    resume_from: Path | None
+    tokenizer: object
+    stream: object  # yunshan.data.stream.PackedStreamDataset
+    heldout: dict
+    monitor_length: int
+    targs: object  # transformers.TrainingArguments
+    model: object
+    new_ids: list[int]
+    cost: dict  # the extension's step-0 cost (base model, new rows as initialised), when measured
+    fit_report: dict | None
+
+
+@dataclass
+class CptTraining:
+    """What training leaves for the save: the Trainer (its state and model), the engine, the warm-up controller and
+    the monitor, and the training loss."""
+
+    trainer: object
+    engine: object
+    controller: object | None
+    monitor: object | None
+    train_loss: float | None
+
+
+def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
+    """Plan the run (fresh, resumed, finished), read the tokenizers and the data stream, load the model, grow its
+    embeddings, measure the extension's cost and fit the new output rows, apply LoRA and prepare the output folder.
+    Returns the summary instead for a dry run or a run that is already finished."""
+    from transformers import set_seed
 
     from yunshan.artifacts import write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import YunshanTrainer, remove_incomplete_after, train_as_planned
+    from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.embedding_warmup import (
-        FIT_FILE, WarmupController, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
-        warmup_running)
-    from yunshan.training.engines import engine_of, final_model, gathered, holds_weights
-    from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
+        FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_running)
+    from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, resolve_sources, is_tied, load_model, load_tokenizer, new_token_mode,
-        planned_new_ids, choose_precision, trainable_summary)
-    from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger, plot_curves, read_heldout
-    from yunshan.training.tracking import attach as attach_trackers
+        apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
+        planned_new_ids, resolve_sources, trainable_summary)
+    from yunshan.training.monitoring import read_heldout
+    from yunshan.training.resume import finished_summary, plan_run, settle, start_fresh
 
-    started = time.time()
     train = recipe.training
     out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
     rank_zero = int(os.environ.get("RANK", "0")) == 0
@@ -279,23 +330,45 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
               f"{tokens_per_step:,} tokens per step x {total_steps} steps"
               + (f" (up to {warmup_steps} of them embedding warm-up)" if warmup_steps else ""), flush=True)
+    return CptRun(recipe=recipe, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
+                  precision_reason=precision_reason, sequences_per_step=sequences_per_step,
+                  tokens_per_step=tokens_per_step, total_steps=total_steps, warmup_on=warmup_on,
+                  warmup_steps=warmup_steps, plan=plan,
+                  resume_from=resume_from, tokenizer=tokenizer, stream=stream, heldout=heldout,
+                  monitor_length=monitor_length, targs=targs, model=model, new_ids=new_ids, cost=cost,
+                  fit_report=fit_report)
 
+
+def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
+    """The Trainer with the JSONL log, the forgetting monitor, the embedding warm-up and the trackers; trains as
+    planned (from the start, on from a checkpoint, or only loading a last-step checkpoint)."""
+    from transformers import default_data_collator
+
+    from yunshan.training.checkpoints import YunshanTrainer, train_as_planned
+    from yunshan.training.embedding_warmup import WarmupController
+    from yunshan.training.engines import engine_of
+    from yunshan.training.monitoring import ForgettingMonitor, JsonlLogger
+    from yunshan.training.resume import run_record
+    from yunshan.training.tracking import attach as attach_trackers
+
+    recipe, out, stream, rank_zero = run.recipe, run.out, run.stream, run.rank_zero
+    tokens_per_step, sequences_per_step = run.tokens_per_step, run.sequences_per_step
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step,
                          lambda step: stream.state_before(step * sequences_per_step)["emitted"], main_process=rank_zero)
     callbacks = [logger, *(callbacks or [])]
     monitor = None
-    if heldout:
-        monitor = ForgettingMonitor(tokenizer, heldout, recipe.monitor.every_steps, monitor_length, logger)
+    if run.heldout:
+        monitor = ForgettingMonitor(run.tokenizer, run.heldout, recipe.monitor.every_steps, run.monitor_length, logger)
         callbacks.append(monitor)
     controller = None
-    if warmup_on:
-        controller = WarmupController(warm, new_ids, train.learning_rate, monitor=monitor,
-                                      base_bpc=cost.get("base"), logger=logger)
-        if resume_from is not None:
-            controller.load(resume_from)
+    if run.warmup_on:
+        controller = WarmupController(recipe.warmup, run.new_ids, recipe.training.learning_rate, monitor=monitor,
+                                      base_bpc=run.cost.get("base"), logger=logger)
+        if run.resume_from is not None:
+            controller.load(run.resume_from)
         callbacks.append(controller)
-    if cost and rank_zero:
-        _report_cost(cost, new_ids, total_steps * tokens_per_step, warmup_on, out)
+    if run.cost and rank_zero:
+        _report_cost(run.cost, run.new_ids, run.total_steps * tokens_per_step, run.warmup_on, out)
 
     def token_shares(step: int) -> dict:
         """The realised share of every source in the tokens trained so far (the mixture as it really is)."""
@@ -307,43 +380,54 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         return {f"token_share_{name}": round(n / total, 6) for name, n in emitted.items()}
 
     trainer = YunshanTrainer(
-        model=model, args=targs, train_dataset=stream, data_collator=default_data_collator,
+        model=run.model, args=run.targs, train_dataset=stream, data_collator=default_data_collator,
         callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
         log_extras=token_shares,
-        run_record=run_record(recipe, "cpt", total_steps, sequences_per_step, plan.resumes),
+        run_record=run_record(recipe, "cpt", run.total_steps, sequences_per_step, run.plan.resumes),
     )
     attach_trackers(trainer, recipe, out)
-    engine = engine_of(trainer.accelerator, model)
+    engine = engine_of(trainer.accelerator, run.model)
     if monitor is not None:
         monitor.trainer = trainer
-    train_loss = train_as_planned(trainer, plan, resume_from, logger, rank_zero)
+    train_loss = train_as_planned(trainer, run.plan, run.resume_from, logger, rank_zero)
+    return CptTraining(trainer, engine, controller, monitor, train_loss)
 
-    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
-    trained_sequences = trainer.state.global_step * sequences_per_step
+
+def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
+    """The final model (LoRA merged, the adapter beside it), tokenizer, data report (written last: it vouches for
+    the outputs) and curves, on the main process; every process takes part in gathering a sharded model."""
+    from yunshan.training.engines import final_model
+    from yunshan.training.monitoring import plot_curves
+
+    recipe, out, trainer = run.recipe, run.out, trained.trainer
+    summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": trained.train_loss}
+    trained_sequences = trainer.state.global_step * run.sequences_per_step
     final = final_model(trainer)  # every process takes part in gathering a sharded model
-    if rank_zero:
+    if run.rank_zero:
         if recipe.lora.enabled:
             final.save_pretrained(out / "adapter")
             final = final.merge_and_unload()
         final.config.use_cache = True
         final.save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        report = build_data_report(recipe, stream, trained_sequences, tokens_per_step, trainer.state.global_step)
+        run.tokenizer.save_pretrained(out)
+        report = build_data_report(recipe, run.stream, trained_sequences, run.tokens_per_step,
+                                   trainer.state.global_step)
         if recipe.data.exclude:
-            report.exclude = {"list": recipe.data.exclude, "records": len(stream.mixer.streams[0].exclude.digests)}
-        report.precision = {"value": precision, "reason": precision_reason}
-        report.engine = engine.to_dict()
-        if new_ids:
-            report.new_tokens = len(new_ids)
+            report.exclude = {"list": recipe.data.exclude,
+                              "records": len(run.stream.mixer.streams[0].exclude.digests)}
+        report.precision = {"value": run.precision, "reason": run.precision_reason}
+        report.engine = trained.engine.to_dict()
+        if run.new_ids:
+            report.new_tokens = len(run.new_ids)
             cost_file = out / "extension_cost.json"
             if cost_file.is_file():
                 report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
-        if controller is not None:
-            report.embedding_warmup = {**controller.report(tokens_per_step), "fit": fit_report}
-        report.resumes = plan.resumes or None
-        if monitor is not None:
-            summary["bpc"] = monitor.history
-        base_bpc = (report.extension_cost or {}).get("base") if new_ids else None
+        if trained.controller is not None:
+            report.embedding_warmup = {**trained.controller.report(run.tokens_per_step), "fit": run.fit_report}
+        report.resumes = run.plan.resumes or None
+        if trained.monitor is not None:
+            summary["bpc"] = trained.monitor.history
+        base_bpc = (report.extension_cost or {}).get("base") if run.new_ids else None
         plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc,
                            weights={s.name: s.weight for s in recipe.data.sources})
         report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
