@@ -159,14 +159,10 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         raise ValueError(f"prompt style {prompt_style!r} is not valid for the CMMLU format; "
                          f"use one of {', '.join(PROMPT_STYLES)}")
     subjects = load_cmmlu(root, split, shots)
-    if limit is not None:
-        for s in subjects:
-            s.questions = s.questions[:limit]
-    items = [(s, q) for s in subjects for q in s.questions]
     correct, records, counts = answer_subjects(
-        lm, items, lambda s, q: render_prompt(s.name, s.dev, q, prompt_style),
+        lm, subjects, lambda s, q: render_prompt(s.name, s.dev, q, prompt_style),
         lambda s, q: render_cloze_prompt(s.name, s.dev, q), lambda s: cloze_neutral_context(s.name, s.dev),
-        mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
+        limit=limit, mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
         progress=progress, desc="cmmlu", choices=choices_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,

@@ -250,15 +250,21 @@ def choices_for(style: str) -> list[str]:
     return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
 
 
-def answer_subjects(lm, items: list[tuple], prompt, cloze, neutral, *, mode: str = "loglik", batch_size: int = 16,
-                    add_bos: bool = False, chat: bool = False, max_new_tokens: int = 32, progress: bool = False,
-                    desc: str = "questions", choices: list[str] | None = None) -> tuple[dict[str, int], list[dict], dict]:
-    """Answer every (subject, question) of `items` and tally the answers: (correct answers per subject key, one record
-    per question, the counts every result reports).
+def answer_subjects(lm, subjects: list, prompt, cloze, neutral, *, limit: int | None = None, mode: str = "loglik",
+                    batch_size: int = 16, add_bos: bool = False, chat: bool = False, max_new_tokens: int = 32,
+                    progress: bool = False, desc: str = "questions",
+                    choices: list[str] | None = None) -> tuple[dict[str, int], list[dict], dict]:
+    """Answer every question of every subject (each subject's first `limit` questions, when given: a quick look
+    whose averages cover those only) and tally the answers: (correct answers per subject key, one record per
+    question, the counts every result reports).
 
     `prompt(subject, question)` is the answer-only prompt (mode loglik or generate, `choices` as in
     answer_questions); `cloze(subject, question)` the cloze prompt and its continuations and `neutral(subject)` the
     same prompt without the question (mode cloze, answer_cloze)."""
+    if limit is not None:
+        for subject in subjects:
+            subject.questions = subject.questions[:limit]
+    items = [(s, q) for s in subjects for q in s.questions]
     if mode == "cloze":
         preds = answer_cloze(lm, [cloze(s, q) for s, q in items], neutral=[neutral(s) for s, _ in items],
                              batch_size=batch_size, add_bos=add_bos, progress=progress, desc=f"{desc} cloze")
