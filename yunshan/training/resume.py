@@ -110,9 +110,10 @@ def _describe(changes: dict[str, list]) -> str:
 
 
 def in_one_vocabulary(recipe: dict) -> dict:
-    """A saved recipe with its precision settings in yunshan.precision's names: a checkpoint whose run file says
-    `training.precision: bf16` (as written, before the short names were read as torch's) compares equal to the same
-    recipe now, which says bfloat16."""
+    """A recipe (as a dict) with its precision settings in yunshan.precision's names, so both sides of a comparison
+    spell them alike: a checkpoint whose run file says `training.precision: bf16` (written before the short names
+    were read as torch's, or by a recipe whose field was set after it was built) compares equal to the same recipe
+    saying bfloat16."""
     from yunshan.precision import SHORT_NAMES
 
     recipe = json.loads(json.dumps(recipe, default=str))
@@ -177,8 +178,8 @@ def plan_run(recipe, kind: str, out: Path, checkpoint: Path | None, sequences_pe
     if saved.get("kind") not in (None, kind):
         raise ResumeError(f"{checkpoint}: a checkpoint of yunshan {saved.get('kind')}, not {kind}; choose another "
                           "training.output_dir")
-    refused, allowed = compare_recipes(in_one_vocabulary(saved["recipe"]), dataclasses.asdict(recipe),
-                                       SAFE_KEYS + tuple(safe))
+    refused, allowed = compare_recipes(in_one_vocabulary(saved["recipe"]),
+                                       in_one_vocabulary(dataclasses.asdict(recipe)), SAFE_KEYS + tuple(safe))
     if saved.get("sequences_per_step") not in (None, sequences_per_step):
         refused["sequences per step (per_device_batch_size x gradient_accumulation_steps x processes)"] = [
             saved["sequences_per_step"], sequences_per_step]
