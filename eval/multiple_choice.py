@@ -251,7 +251,7 @@ def choices_for(style: str) -> list[str]:
 
 
 def answer_subjects(lm, subjects: list, prompt, cloze, neutral, *, limit: int | None = None, mode: str = "loglik",
-                    batch_size: int = 16, add_bos: bool = False, chat: bool = False, max_new_tokens: int = 32,
+                    batch_size: int = 16, add_bos: bool | None = None, chat: bool = False, max_new_tokens: int = 32,
                     progress: bool = False, desc: str = "questions",
                     choices: list[str] | None = None) -> tuple[dict[str, int], list[dict], dict]:
     """Answer every question of every subject (each subject's first `limit` questions, when given: a quick look
@@ -260,7 +260,7 @@ def answer_subjects(lm, subjects: list, prompt, cloze, neutral, *, limit: int | 
 
     `prompt(subject, question)` is the answer-only prompt (mode loglik or generate, `choices` as in
     answer_questions); `cloze(subject, question)` the cloze prompt and its continuations and `neutral(subject)` the
-    same prompt without the question (mode cloze, answer_cloze)."""
+    same prompt without the question (mode cloze, answer_cloze). `add_bos` as there (None: as the tokenizer does)."""
     if limit is not None:
         for subject in subjects:
             subject.questions = subject.questions[:limit]
