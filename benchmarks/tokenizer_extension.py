@@ -6,7 +6,7 @@
 Targets (issue #3; PanGu-π paper Table 7: 100,883 -> 110,428 tokens cut tokens on legal text by 6.6%):
 (a) compression: at most 9.5% more vocabulary gives at least 6.6% fewer tokens on held-out finance and legal text,
     while general text gets no worse than +0.5% tokens. Compression rate = tokens / Unicode characters, no special
-    tokens (docs/benchmarks.md).
+    tokens (docs/evaluation-formats.md).
 (b) time to extend from a 50 MB corpus (reported beside the time the `tokenizers` library needs to train a fresh
     BPE of the extended size on the same corpus, for scale);
 (c) encode throughput of the extended tokenizer within 10% of the base: both encode the held-out text alternately,

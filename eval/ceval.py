@@ -4,9 +4,10 @@
 
 Layout (as released): `subject_mapping.json` (subject -> [english name, chinese name, group]) and
 `{dev,val,test}/{subject}_{split}.csv` with columns `id,question,A,B,C,D,answer[,explanation]`. The prompt is
-C-Eval's (docs/benchmarks.md): a header naming the subject in Chinese, k solved dev examples of the same subject
-(the first k rows), then the question ending at "答案：". Group and overall scores are micro-averages (sum correct /
-sum questions): the paper's FinEval AVG = (305 Acc + 334 Cert + 207 Econ + 305 Fin) / 1151 is exactly that.
+C-Eval's (docs/evaluation-formats.md): a header naming the subject in Chinese, k solved dev examples of the same
+subject (the first k rows), then the question ending at "答案：". Group and overall scores are micro-averages (sum
+correct / sum questions): the paper's FinEval AVG = (305 Acc + 334 Cert + 207 Econ + 305 Fin) / 1151 is exactly
+that.
 
 `prompt_style="lm-eval"` renders lm-evaluation-harness's ceval-valid prompt instead (its description has no
 "考试", and a space separates "答案：" from the letter, as its target_delimiter " " puts it), so results can be

@@ -3,14 +3,14 @@
     yunshan eval --model out/yunshan --tasks financeiq=path/to/FinanceIQ --shots 5
 
 Layout (as released): `{dev,test}/{subject}.csv` with columns `,Question,A,B,C,D,Answer` (a leading, unnamed index
-column). The prompt names the subject in Chinese, as CMMLU's and FinanceIQ's own code do: CMMLU's English file
-names (`agronomy.csv`) by CMMLU's own name table, shipped here (`cmmlu_subjects.json`: 农学, ...; lm-eval's cmmlu
-task uses the same names); FinanceIQ's files are named in Chinese (`注册会计师（CPA）.csv`) and the name is the file
-name. An optional `subject_mapping.json` beside the splits (subject -> chinese name, or [english name, chinese
-name, group] as in C-Eval) overrides both. A subject with none of these stops the run (an English file name would
-otherwise slip into a Chinese prompt unnoticed). Prompt (docs/benchmarks.md): a header, k solved dev examples
-"题目：…答案是：X", the question ending at "答案是：". `prompt_style="lm-eval"` renders lm-evaluation-harness's
-cmmlu prompt instead (the question stripped, no "题目：", "答案：" and a space before the letter).
+column). The prompt names the subject in Chinese, as CMMLU's and FinanceIQ's own code do: CMMLU's English file names
+(`agronomy.csv`) by CMMLU's own name table, shipped here (`cmmlu_subjects.json`: 农学, ...; lm-eval's cmmlu task uses
+the same names); FinanceIQ's files are named in Chinese (`注册会计师（CPA）.csv`) and the name is the file name. An
+optional `subject_mapping.json` beside the splits (subject -> chinese name, or [english name, chinese name, group]
+as in C-Eval) overrides both. A subject with none of these stops the run (an English file name would otherwise slip
+into a Chinese prompt unnoticed). Prompt (docs/evaluation-formats.md): a header, k solved dev examples "题目：…答案是：X",
+the question ending at "答案是：". `prompt_style="lm-eval"` renders lm-evaluation-harness's cmmlu prompt instead (the
+question stripped, no "题目：", "答案：" and a space before the letter).
 Overall = unweighted mean of the subject accuracies (the paper's FinanceIQ AVG; YunShan 54.56).
 """
 

@@ -50,8 +50,8 @@ class EvalArgs:
                 "generate: greedy answer + documented extraction"})
     prompt_style: str = field(default="benchmark", metadata={
         "help": "multiple-choice prompt: benchmark (each benchmark's own: C-Eval's for C-Eval and FinEval, CMMLU's "
-                "for CMMLU and FinanceIQ; docs/benchmarks.md) or lm-eval (lm-evaluation-harness's ceval-valid and "
-                "cmmlu tasks' prompts)"})
+                "for CMMLU and FinanceIQ; docs/evaluation-formats.md) or lm-eval (lm-evaluation-harness's ceval-valid "
+                "and cmmlu tasks' prompts)"})
     chat: str = field(default="auto", metadata={
         "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off"})
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})

@@ -3,7 +3,7 @@
     yunshan tokenizer report --tokenizer base/ --tokenizer extended/ --text heldout/finance.txt heldout/general.txt
     yunshan tokenizer report --tokenizer base/ --tokenizer extended/ --text a.jsonl --json report.json
 
-Compression rate as the PanGu-π paper defines it (Table 7; docs/benchmarks.md): the sum of tokens over
+Compression rate as the PanGu-π paper defines it (Table 7; docs/evaluation-formats.md): the sum of tokens over
 the sum of Unicode characters of the texts, no BOS or other special tokens added; lower is better. A `.jsonl` file
 gives one text per record ("text" field, `--text-field`), a `.txt` file one text per paragraph (yunshan's `.txt`
 rule), every format and compression `yunshan cpt` reads (corpus.py: the data layer's one reader; files, folders,

@@ -6,8 +6,8 @@ from the installed lm_eval package; only its dataset is pointed at local CSV fil
 here). lm-eval's HFLM then runs it end to end on a tiny model, 0- and 3-shot. yunshan runs the same folder with
 prompt_style="lm-eval". The prompts (lm-eval's request contexts) must be identical strings, the four
 log-likelihoods equal within 1e-4, and the predicted letter identical for every item. A second test feeds
-yunshan's own C-Eval prompts (benchmarks.md, no space before the letter) to HFLM.loglikelihood and checks the
-same agreement, so the default style is scored by the same rules as lm-eval too.
+yunshan's own C-Eval prompts (docs/evaluation-formats.md, no space before the letter) to HFLM.loglikelihood and
+checks the same agreement, so the default style is scored by the same rules as lm-eval too.
 """
 
 import csv

@@ -1,4 +1,4 @@
-"""Prompt rendering byte-exact against the templates of docs/benchmarks.md (C-Eval/FinEval, CMMLU/FinanceIQ,
+"""Prompt rendering byte-exact against the templates of docs/evaluation-formats.md (C-Eval/FinEval, CMMLU/FinanceIQ,
 LawBench), and against lm-evaluation-harness's ceval-valid template in its compatibility style."""
 
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 from yunshan.eval import ceval, cmmlu, jecqa, lawbench
 from yunshan.eval.multiple_choice import Question
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "evaluation-formats.md"
 
 Q1 = Question("0", "企业的资产负债表反映的是", ("财务状况", "经营成果", "现金流量", "利润分配"), "A", "f.csv", 2)
 Q2 = Question("1", "商业银行的主要负债是", ("贷款", "存款", "债券投资", "现金"), "B", "f.csv", 3)

@@ -1,5 +1,5 @@
 """Sample evaluation sets in the published formats of FinEval (C-Eval layout), FinanceIQ (CMMLU layout),
-LawBench and JEC-QA (see docs/benchmarks.md of the project for the formats and scoring).
+LawBench and JEC-QA (see docs/evaluation-formats.md of the project for the formats and scoring).
 
 All multiple-choice items ask about facts of the knowledge base (yunshan.samples.facts) with the "eval" phrasings
 of yunshan.samples.questions; the LawBench charge / article / prison-term tasks use the synthetic criminal cases
