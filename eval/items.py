@@ -16,7 +16,8 @@ the same message:
 | jecqa | `jecqa.load_jecqa` | a record | the statement, each option |
 | bpc (held-out texts) | yunshan.data.records (`.txt`: a document per paragraph) | a document | its text |
 
-Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
+Each item's tag is {"task", "id", "group"}; the group is the subtask a report breaks a set down by (the LawBench
+task, the C-Eval/CMMLU subject, the JEC-QA file, the held-out label). Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
 instruction is the same in every record of the task, so it is not compared (it would match any copy of the task's
 prompt, not of its questions). Explanations of C-Eval rows are not compared either: they are not shown to the model.
 """
@@ -53,10 +54,10 @@ def heldout_items(label: str, path: str | Path) -> Iterator[Text]:
     from yunshan.data.records import read_texts
 
     for where, text in read_texts(str(path), f"held-out text {label}"):
-        yield Text(where, [text], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1]})
+        yield Text(where, [text], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1], "group": label})
 
 
-def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str) -> Iterator[Text]:
+def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str, group: str) -> Iterator[Text]:
     import csv
 
     from .multiple_choice import read_choice_csv
@@ -66,7 +67,7 @@ def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str
     if columns["answer"] not in header:  # C-Eval's test split is released without answers
         columns = {role: name for role, name in columns.items() if role != "answer"}
     for q in read_choice_csv(path, columns, format_name, require_answer=False, header_hint=hint):
-        yield Text(f"{q.file}:{q.line}", [q.question, *q.options], {"task": name, "id": q.id})
+        yield Text(f"{q.file}:{q.line}", [q.question, *q.options], {"task": name, "id": q.id, "group": group})
 
 
 def _ceval_items(name: str, root: Path) -> Iterator[Text]:
@@ -82,7 +83,7 @@ def _ceval_items(name: str, root: Path) -> Iterator[Text]:
             subject = path.name[: -len(f"_{split}.csv")]
             if subject not in mapping:
                 raise ValueError(f"{path}: subject {subject!r} has no entry in {root / 'subject_mapping.json'}")
-            yield from _questions(name, path, ceval.COLUMNS, "C-Eval", ceval.HEADER_HINT)
+            yield from _questions(name, path, ceval.COLUMNS, "C-Eval", ceval.HEADER_HINT, subject)
 
 
 def _cmmlu_items(name: str, root: Path) -> Iterator[Text]:
@@ -93,7 +94,7 @@ def _cmmlu_items(name: str, root: Path) -> Iterator[Text]:
         raise FileNotFoundError(f"{root}: no dev/*.csv or test/*.csv; the CMMLU format is {{dev,test}}/{{subject}}.csv "
                                 f"with columns {cmmlu.HEADER_HINT}")
     for path in files:
-        yield from _questions(name, path, cmmlu.COLUMNS, "CMMLU", cmmlu.HEADER_HINT)
+        yield from _questions(name, path, cmmlu.COLUMNS, "CMMLU", cmmlu.HEADER_HINT, path.stem)
 
 
 def _lawbench_items(name: str, root: Path) -> Iterator[Text]:
@@ -103,7 +104,8 @@ def _lawbench_items(name: str, root: Path) -> Iterator[Text]:
         path = root / f"{task_id}.json"
         lines = list_item_lines(path.read_text(encoding="utf-8"))
         for i, (record, line) in enumerate(zip(records, lines)):
-            yield Text(f"{path}:{line}", [record["question"], record["answer"]], {"task": name, "id": f"{task_id}#{i}"})
+            yield Text(f"{path}:{line}", [record["question"], record["answer"]],
+                       {"task": name, "id": f"{task_id}#{i}", "group": task_id})
 
 
 def _jecqa_items(name: str, path: Path) -> Iterator[Text]:
@@ -121,7 +123,7 @@ def _jecqa_items(name: str, path: Path) -> Iterator[Text]:
             where = f"{file}:{lines[file][i]}"
         options = record["option_list"]
         yield Text(where, [record["statement"], *(str(options[k]) for k in sorted(options))],
-                   {"task": name, "id": str(record.get("id", where))})
+                   {"task": name, "id": str(record.get("id", where)), "group": Path(where.rsplit(":", 1)[0]).stem})
 
 
 def list_item_lines(text: str) -> list[int]:

@@ -17,8 +17,34 @@ from yunshan.recipe import RecipeError, load_recipe
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def planted(tmp: Path) -> tuple[str, str]:
+    """The sample finance corpus and general SFT set, each with one record that copies an evaluation text: a held-out
+    finance document inside a corpus document, a FinEval-format question with its options inside an instruction (the
+    bundled samples share no text with their evaluation sets, so the decontamination has these two to find)."""
+    import csv
+
+    from yunshan.samples import sample_data_dir
+
+    data = Path(sample_data_dir())
+    tmp.mkdir(parents=True, exist_ok=True)
+    heldout = (data / "heldout" / "finance.txt").read_text(encoding="utf-8").split("\n\n")[0]
+    corpus = tmp / "finance_planted.jsonl"
+    corpus.write_text(json.dumps({"text": "转载：" + heldout}, ensure_ascii=False) + "\n"
+                      + (data / "corpora" / "finance" / "train.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    with open(sorted((data / "eval" / "fineval" / "val").glob("*.csv"))[0], encoding="utf-8") as f:
+        row = next(csv.DictReader(f))
+    question = "；".join([row["question"], row["A"], row["B"], row["C"], row["D"]])
+    sft = tmp / "general_planted.jsonl"
+    lines = (data / "sft" / "general_alpaca.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines.insert(5, json.dumps({"instruction": "请回答：" + question, "input": "", "output": row["answer"]},
+                               ensure_ascii=False) + "\n")
+    sft.write_text("".join(lines), encoding="utf-8")
+    return str(corpus), str(sft)
+
+
 def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     s = "${samples}"
+    finance, general_sft = planted(tmp / "planted")
     return {
         "name": "tiny-test",
         "output_dir": str(tmp / "run"),
@@ -36,9 +62,9 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
         "eval": {"tasks": ["bpc", "fineval"], "limit": 2, "shots": 0, "mode": "cloze", "max_length": 64,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
         # The training sources against the eval section's sets; the overlapping records are left out of training.
-        "decontamination": {"drop": True, "show": 2},
+        "decontamination": {"drop": True, "show": 2, "boilerplate_train": 0},
         "cpt": {"data": {"seq_len": 64, "sources": [
-                    {"name": "finance", "path": f"{s}/corpora/finance/train.jsonl", "weight": 0.5},
+                    {"name": "finance", "path": finance, "weight": 0.5},
                     {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},
                 "training": {"max_steps": 6, "per_device_batch_size": 4, "learning_rate": 3e-3, "save_steps": 3,
                              "logging_steps": 2},
@@ -46,8 +72,8 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                 "monitor": {"every_steps": 0, "general": [f"{s}/heldout/general.txt"],
                             "domain": [f"{s}/heldout/finance.txt"], "max_chars": 1500}},
         "sft": {"data": {"max_length": 128, "sources": [
-                    {"name": "general", "path": f"{s}/sft/general_alpaca.jsonl", "format": "alpaca",
-                     "max_samples": 40, "heldout": 1}]},
+                    {"name": "general", "path": general_sft, "format": "alpaca", "max_samples": 40,
+                     "heldout": 1}]},
                 "training": {"max_steps": 4, "per_device_batch_size": 4, "learning_rate": 1e-3, "save_steps": 1000,
                              "logging_steps": 2}},
         "export": {"enabled": export},
@@ -114,7 +140,7 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     run_json = RunManifest.read(out / "run.json")
     assert run_json.final_model == "05_sft" and run_json.stage("cpt").summary["tokens"] == (2 + 6) * 4 * 64
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
-    assert any(p.endswith("finance/train.jsonl") for p in run_json.stage("cpt").inputs)
+    assert any(p.endswith("finance_planted.jsonl") for p in run_json.stage("cpt").inputs)
     assert all((out / ".stages" / f"{s.name}.json").is_file() for s in manifest.stages)
     report = (out / "report.md").read_text()
     assert "| metric | before | after cpt | after sft | change |" in report
@@ -141,11 +167,11 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert cpt_report["sources"]["finance"]["dropped"]["contaminated"] == by_source["cpt:finance"] > 0
     assert sft_report["sources"]["general"]["dropped"]["contaminated"] == by_source["sft:general"] > 0
     assert cpt_report["exclude"]["records"] == len({e["digest"] for e in listed})
-    assert "## Decontamination (13-grams" in report and "| cpt:finance |" in report
+    assert "## Decontamination (13 words or 25 CJK characters a window" in report and "| cpt:finance |" in report
     # report.html: the same report as one page, every section, table cell and figure of report.md on it.
     page = read_page(out / "report.html")
     assert page.title == "yunshan run: tiny-test"
-    for heading in ("Before and after", "Stages", "Decontamination (13-grams", "Continual-pretraining mixture",
+    for heading in ("Before and after", "Stages", "Decontamination (13 words", "Continual-pretraining mixture",
                     "Plots", "Evaluation before (base model)", "Evaluation after (trained models)"):
         assert any(h.startswith(heading) for h in page.headings), (heading, page.headings)
     cells = [c.strip().strip("`") for line in report.splitlines() if line.startswith("| ") and "---" not in line

@@ -10,7 +10,7 @@
 | run.json | RunManifest (a list of StageRecord) | `yunshan run` | the model card, `yunshan export` |
 | data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
 | results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
-| decontamination.json | DecontaminationReport (eval sets, sources, contaminated records, hits) | `yunshan data decontaminate` | the pipeline, the card |
+| decontamination.json | DecontaminationReport (eval sets by contamination category, boilerplate, sources) | `yunshan data decontaminate` | the pipeline, the card |
 | report.json (tokenizer stage) | TokenizerReport (the extension's report, compression before and after) | `yunshan run` | the pipeline report, the card |
 | recipe.yaml | the resolved recipe dataclass (`write_recipe`) | every stage | `yunshan run recipe.yaml` |
 
@@ -297,45 +297,83 @@ class TokenizerReport(_JsonFile):
 
 
 @dataclass
-class EvalSetCheck:
-    """One evaluation set a decontamination compared the training data with."""
+class ItemCounts:
+    """Evaluation items by how much of each the training data holds (yunshan/data/decontamination.py): clean (below
+    the report's clean_below), partial, dirty (from dirty_from), with boilerplate windows left out; raw_partial and
+    raw_dirty count them with boilerplate counted in; unchecked items have no window at all."""
 
-    path: str
-    items: int
-    ngrams: int  # n-grams indexed
-    unchecked: int = 0  # items with no n-gram (every field shorter than n units): they cannot be matched
+    items: int = 0
+    unchecked: int = 0
+    clean: int = 0
+    partial: int = 0
+    dirty: int = 0
+    raw_partial: int = 0
+    raw_dirty: int = 0
+
+
+@dataclass
+class EvalSetCheck(ItemCounts):
+    """One evaluation set a decontamination compared the training data with; `groups` splits it by subtask
+    (LawBench task, C-Eval/CMMLU subject, JEC-QA file)."""
+
+    path: str = ""
+    ngrams: int = 0  # windows indexed
+    groups: dict[str, ItemCounts] = field(default_factory=dict)
 
 
 @dataclass
 class SourceCheck:
-    """One training source a decontamination read: records compared, contaminated, hit pairs."""
+    """One training source a decontamination read: records compared, overlapping, listed as contaminated."""
 
     kind: str  # cpt, sft or file
     records: int = 0
     characters: int = 0
-    contaminated: int = 0  # records sharing an n-gram with an evaluation item
-    hits: int = 0  # (training record, evaluation item) pairs
+    overlapping: int = 0  # records sharing a window that is not boilerplate with an evaluation item
+    contaminated: int = 0  # records holding at least record_share of an evaluation item (the contamination list)
+    hits: int = 0  # (training record, evaluation item) pairs sharing a window that is not boilerplate
     bad: dict[str, int] = field(default_factory=dict)  # unreadable records by reason (on_bad_record: skip)
 
 
 @dataclass
+class BoilerplateCheck:
+    """Windows left out as boilerplate: found in at least `train_records` training records or in at least
+    `eval_texts` distinct evaluation texts (0: that test off); how many of each, the most frequent, and the records
+    whose every shared window was boilerplate."""
+
+    train_records: int = 0
+    eval_texts: int = 0
+    windows_train: int = 0
+    windows_eval: int = 0
+    records_only_boilerplate: int = 0
+    examples: list[dict] = field(default_factory=list)  # {"window", "training_records", "evaluation_texts"}
+
+
+@dataclass
 class DecontaminationReport(_JsonFile):
-    """decontamination.json of `yunshan data decontaminate` and of the pipeline's decontamination stage: how
-    training data was compared with the evaluation sets and what overlapped (every hit in hits.jsonl, the
-    contaminated records in contaminated.jsonl)."""
+    """decontamination.json of `yunshan data decontaminate` and of the pipeline's decontamination stage: how much of
+    each evaluation set the training data holds (items by category, every item found in items.jsonl), the
+    boilerplate left out, and per training source the records overlapping and listed (every hit in hits.jsonl, the
+    listed records in contaminated.jsonl)."""
 
     n: int
-    min_ngrams: int
     normalization: str
     eval_sets: dict[str, EvalSetCheck]
     sources: dict[str, SourceCheck]
+    cjk_n: int = 0
+    clean_below: float = 0.2
+    dirty_from: float = 0.8
+    record_share: float = 0.5
+    boilerplate: BoilerplateCheck = field(default_factory=BoilerplateCheck)
     records: int = 0
+    overlapping: int = 0
     contaminated: int = 0
     hits: int = 0
+    windows_found: int = 0  # distinct evaluation windows found in training, boilerplate included
     drop: bool = False  # the contaminated records are left out of training
     seconds: float | None = None
     characters: int = 0
     not_checked: list[str] = field(default_factory=list)  # eval tasks that have no items to compare (and why)
+    nothing_checked: list[str] = field(default_factory=list)  # evaluation sets with no item to check (and why)
 
     FILE = "decontamination.json"
 
@@ -345,8 +383,13 @@ class DecontaminationReport(_JsonFile):
     @classmethod
     def from_json(cls, data: dict, where: str = "decontamination report") -> DecontaminationReport:
         report = _build(cls, data, where)
-        report.eval_sets = {k: _build(EvalSetCheck, v, f"{where}: eval_sets.{k}") for k, v in data["eval_sets"].items()}
+        report.eval_sets = {}
+        for k, v in data["eval_sets"].items():
+            s = report.eval_sets[k] = _build(EvalSetCheck, v, f"{where}: eval_sets.{k}")
+            s.groups = {g: _build(ItemCounts, c, f"{where}: eval_sets.{k}.groups.{g}")
+                        for g, c in (v.get("groups") or {}).items()}
         report.sources = {k: _build(SourceCheck, v, f"{where}: sources.{k}") for k, v in data["sources"].items()}
+        report.boilerplate = _build(BoilerplateCheck, data.get("boilerplate") or {}, f"{where}: boilerplate")
         return report
 
 

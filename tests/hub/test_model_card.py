@@ -278,9 +278,11 @@ def test_the_card_always_states_the_decontamination_count(run_export, run_dir, t
     report = json.loads((layout.folder("decontamination") / "decontamination.json").read_text())
     assert report["records"] > 0 and set(report["eval_sets"]) >= {"fineval", "financeiq", "heldout:general", "heldout:legal"}
     data = section(text, "Training data")
-    assert f"**{report['contaminated']:,} of {report['records']:,} training records** share a 13-gram" in data
+    assert f"**{report['contaminated']:,} of {report['records']:,} training records** hold at least 50% of an" in data
+    for name, s in report["eval_sets"].items():
+        assert f"| {name} | {s['items']:,} | {s['clean']:,} | {s['partial']:,} | {s['dirty']:,} |" in data
     for name, s in report["sources"].items():
-        assert f"| {name} | {s['records']:,} | {s['contaminated']:,} | 0 |" in data  # nothing dropped in training
+        assert f"| {name} | {s['records']:,} | {s['overlapping']:,} | {s['contaminated']:,} | 0 |" in data  # kept
     assert ("were **kept** in training" in data) == (report["contaminated"] > 0)
-    assert (f"{report['contaminated']:,} of {report['records']:,} training records overlap (kept)"
+    assert (f"{report['contaminated']:,} of {report['records']:,} training records listed (kept)"
             in section(text, "Pipeline"))

@@ -1,169 +1,67 @@
-"""Decontamination: n-gram overlap between training records and evaluation items, Chinese-aware and streaming.
+"""Decontamination: how much of each evaluation item is found in the training data, as the Llama 2 report measures
+it, with boilerplate left out; streaming, in numpy.
 
     yunshan data decontaminate corpus.jsonl sft.jsonl --tasks fineval=/data/FinEval lawbench=/data/LawBench \\
         --out runs/decontamination       # the command (yunshan/data_commands.py over yunshan/eval/decontamination.py)
 
-    from yunshan.data.decontamination import NgramIndex, find_overlaps, Text
-    index = NgramIndex.build([Text("eval.csv:2", ["题目……"])], n=13)
-    for record, overlaps in find_overlaps(training_texts, index): ...
+    from yunshan.data.decontamination import NgramIndex, Scan, Text
+    index = NgramIndex.build([Text("eval.csv:2", ["题目……"])])
+    scan = Scan(index, workdir)
+    for record in scan.read(training_texts, describe=lambda r: {"location": r.location}): ...
+    result = scan.resolve(on_record=lambda meta, pairs: ...)      # result.shares: one per evaluation item
 
-What two texts must share to overlap. Both sides are normalised the same way before they are cut into units:
+What is compared: windows of units (yunshan/data/ngrams.py: NFKC and case folding; a unit per CJK character, per
+word or number otherwise; a window is 13 words or 25 CJK characters, the length calibrated on real Chinese text).
 
-1. Unicode NFKC: full-width letters, digits and punctuation become their ASCII forms (`ＡＢＣ１２３` is `ABC123`,
-   `，` is `,`), compatibility characters fold (`①` is `1`, ligatures split);
-2. case folding (`Law` and `LAW` are the same word);
-3. units: every CJK ideograph, kana and Hangul syllable is one unit on its own, and every run of other letters,
-   digits and combining marks is one unit (an English word, a number such as `2023` or `14.5` split at the dot);
-   everything else (punctuation, symbols, spaces, line ends) only separates units and is dropped.
+What is measured (Llama 2, "Open Foundation and Fine-Tuned Chat Models", appendix A.6, "Dataset Contamination"):
+a unit of an evaluation item is contaminated when it lies in a window that the training data also contains, and an
+item's contamination is the share of its units that are contaminated. Llama 2 then calls an item clean below 20% and
+dirty from 80%; here the three bands are clean (< `clean_below`, default 0.2), partial, and dirty (>= `dirty_from`,
+default 0.8). So an exam question that quotes one statute is not "contaminated" because a law in the corpus holds
+that statute (a small share of the item), while a question whose answer is an article of law recited word for word
+is dirty. The denominator is every unit of the fields compared, including fields too short to hold a window;
+an item with no window at all cannot be checked (counted, never dropped silently). Llama 2 also let a match skip up
+to 4 mismatched tokens; windows here must match exactly.
 
-So Chinese is compared character by character and English word by word (a whitespace split would make a whole
-Chinese sentence one "word"; a character split would make 13 letters of English match everywhere), and
-`第１２条，` matches `第12条`. Not folded: simplified against traditional characters, and numbers written in
-different scripts (`一百` against `100`).
+Boilerplate. Formulae every law and every question share (`第十届全国人民代表大会常务委员会第`, `构成犯罪的，依法追究刑事
+责任`) would make every item partly "found": a window found in at least `boilerplate_train` training records, or in at
+least `boilerplate_eval` distinct evaluation texts, is boilerplate: left out of the shares, and counted (how many
+windows, examples with their counts). The share with boilerplate counted too is kept beside (`raw_shares`), so an
+item that is only boilerplate, or a benchmark copied into so many documents that its windows look frequent, is still
+visible.
 
-An n-gram is n consecutive units of one text field (a corpus document, one turn of a conversation, a question
-or one option); n-grams never cross fields or records. A training record overlaps an evaluation item when they
-share at least `min_ngrams` distinct n-grams (default 1: any shared n-gram, as the GPT-3 paper's and
-lm-evaluation-harness's decontamination count it). Fields of fewer than n units have no n-gram, so an evaluation
-item whose every field is that short cannot be checked: `NgramIndex.unchecked` lists them (reported, never
-dropped silently). Every hash match is confirmed unit by unit, so a 64-bit hash collision never counts.
+A training record and an item "overlap" when they share a window that is not boilerplate; the part of the item that
+record alone covers is the pair's share. Records whose pair share reaches a threshold form the contamination list
+(`record_digest`), which `yunshan cpt` / `yunshan sft` (`data.exclude`) leave out.
 
-Speed and memory: training texts are processed in blocks of about a million characters with numpy (code points ->
-unit codes -> rolling 64-bit n-gram hashes -> lookup in the sorted hashes of the evaluation n-grams), so memory
-holds the evaluation index (about 18 bytes per evaluation n-gram) and one block, whatever the size of the training
-data (benchmarks/decontamination.py measures it).
+Streaming. Training text goes through in blocks of about `block_chars` characters, and a long record is cut into
+pieces at safe points (a CJK character or ASCII punctuation, where neither normalisation nor units change), each
+piece continuing the windows of the one before; so memory holds the index and one block, whatever the size of a
+record or of the data. During the pass only the window counts per training record are kept; the (record, window)
+pairs of windows not yet known to be boilerplate go to a file in `workdir` (at most `boilerplate_train` records per
+window), and the shares are resolved from it at the end.
 
-The digest of a training record (`record_digest`: its text, or its conversation turns) is what a contamination list
-names, so `yunshan cpt` / `yunshan sft` (`data.exclude`) leave exactly those records out, whatever path spelling
-or line the record is read at.
-
-Written by hand: datatrove's NGramsDecontFilter and lm-evaluation-harness's decontamination cut whitespace words
-and read their own task definitions; neither compares Chinese by character, reads the local C-Eval, CMMLU,
-LawBench or JEC-QA layouts, or says at which line of which file each side of a hit is.
+Written by hand: datatrove's NGramsDecontFilter and lm-evaluation-harness's decontamination cut whitespace words,
+read their own task definitions and flag any shared 13-gram; neither compares Chinese by character, measures the
+share of an item found, leaves boilerplate out, or reads the local C-Eval, CMMLU, LawBench or JEC-QA layouts.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# Unit classes of a code point: separator (dropped), a unit on its own (CJK), part of a word.
-SEPARATOR, CJK, WORD = 0, 1, 2
-_CJK_RANGES = ((0x3005, 0x3007), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
-               (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0x20000, 0x323AF))
-# Multipliers of the rolling hashes (odd 64-bit constants; arithmetic is modulo 2**64).
-_WORD_BASE = np.uint64(0x100000001B3)
-_NGRAM_BASE = np.uint64(0x9E3779B97F4A7C15)
-_WORD_TAG = np.uint64(1 << 63)
-DEFAULT_BLOCK_CHARS = 1 << 20
+from .ngrams import DEFAULT_CJK_N, DEFAULT_N, UnitTables, cut_units, last_safe_cut, safe_cut, show_units, windows
 
-
-@functools.lru_cache(maxsize=1)
-def unit_classes() -> np.ndarray:
-    """The class (SEPARATOR, CJK, WORD) of every code point, built once (about half a second)."""
-    table = np.zeros(0x110000, dtype=np.uint8)
-    for cp in range(0x110000):
-        ch = chr(cp)
-        if ch.isalnum() or unicodedata.category(ch).startswith("M"):
-            table[cp] = WORD
-    for lo, hi in _CJK_RANGES:
-        block = table[lo: hi + 1]
-        block[block == WORD] = CJK
-    return table
-
-
-def normalize(text: str) -> str:
-    """NFKC then case folding: the form both sides are compared in (the module docstring has the rules)."""
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: spreads unit codes over all 64 bits before they enter the n-gram hash."""
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@dataclass
-class Units:
-    """The units of a block of normalised text: a 64-bit code each, where it starts and ends (code point offsets
-    in the block) and the field it belongs to."""
-
-    codes: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-    fields: np.ndarray
-
-
-def cut_units(fields: list[str]) -> tuple[str, Units]:
-    """(the fields joined by NUL, their units). Fields must already be normalised."""
-    text = "\x00".join(fields)
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    if cps.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return text, Units(np.zeros(0, dtype=np.uint64), empty, empty, empty)
-    cls = unit_classes()[cps]
-    is_word = cls == WORD
-    before = np.concatenate(([False], is_word[:-1]))
-    after = np.concatenate((is_word[1:], [False]))
-    word_starts = np.flatnonzero(is_word & ~before)
-    word_ends = np.flatnonzero(is_word & ~after) + 1
-    codes = np.zeros(cps.size, dtype=np.uint64)
-    ends = np.zeros(cps.size, dtype=np.int64)
-    cjk = np.flatnonzero(cls == CJK)
-    codes[cjk] = cps[cjk].astype(np.uint64)
-    ends[cjk] = cjk + 1
-    if word_starts.size:
-        inside = np.flatnonzero(is_word)
-        run = np.searchsorted(word_starts, inside, side="right") - 1
-        offset = inside - word_starts[run]
-        powers = np.cumprod(np.full(int(offset.max()) + 1, _WORD_BASE, dtype=np.uint64))
-        with np.errstate(over="ignore"):
-            terms = cps[inside].astype(np.uint64) * powers[offset]
-        codes[word_starts] = np.add.reduceat(terms, np.searchsorted(inside, word_starts)) | _WORD_TAG
-        ends[word_starts] = word_ends
-    starts = np.flatnonzero((cls == CJK) | (is_word & ~before))
-    lengths = np.array([len(f) for f in fields], dtype=np.int64)
-    field_of = np.searchsorted(np.cumsum(lengths + 1), starts, side="right")
-    with np.errstate(over="ignore"):
-        mixed = _mix(codes[starts])
-    return text, Units(mixed, starts, ends[starts], field_of)
-
-
-def ngram_hashes(units: Units, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(hash of every n-gram starting at each unit, whether it lies inside one field)."""
-    count = units.codes.size - n + 1
-    if count <= 0:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=bool)
-    h = np.zeros(count, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(n):
-            h = h * _NGRAM_BASE + units.codes[j: j + count]
-    return h, units.fields[:count] == units.fields[n - 1:]
-
-
-def unit_texts(text: str, units: Units, first: int, n: int) -> list[str]:
-    return [text[s:e] for s, e in zip(units.starts[first: first + n].tolist(), units.ends[first: first + n].tolist())]
-
-
-def show_units(units: list[str]) -> str:
-    """Units as readable text: CJK units joined directly, a space between two words."""
-    classes = unit_classes()
-    out, last_word = "", False
-    for u in units:
-        word = classes[ord(u[0])] == WORD
-        out += (" " if word and last_word else "") + u
-        last_word = word
-    return out
+DEFAULT_BLOCK_CHARS = 1 << 18
+_MAX_CARRY = 1 << 16
+CATEGORIES = ("clean", "partial", "dirty")
 
 
 @dataclass
@@ -175,146 +73,464 @@ class Text:
     tag: Any = None
 
 
-@dataclass
-class Overlap:
-    """An evaluation item a training record shares n-grams with."""
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values (np.unique, by a sort: numpy's hash-based unique is far slower on large arrays)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if values.size else values
 
-    item: Text
-    ngrams: int  # distinct shared n-grams
-    match: str  # the first shared n-gram, normalised (module docstring)
+
+def _equal_windows(a_codes: np.ndarray, a_first: np.ndarray, a_length: np.ndarray, b_codes: np.ndarray,
+                   b_first: np.ndarray, b_length: np.ndarray) -> np.ndarray:
+    """Whether window a (a_codes[a_first: a_first + a_length]) equals window b, unit by unit, for each pair."""
+    equal = a_length == b_length
+    for k in range(int(a_length.max(initial=0))):
+        check = equal & (k < a_length)
+        if not check.any():
+            break
+        equal[check] = a_codes[a_first[check] + k] == b_codes[b_first[check] + k]
+    return equal
 
 
 class NgramIndex:
-    """The n-grams of every evaluation item, as sorted 64-bit hashes pointing at (item, field, first unit)."""
+    """The windows of every evaluation item. A distinct window (same units) is one id `u`: its hash (sorted), where
+    it first occurs, every occurrence (item, first unit, length) and in how many distinct evaluation texts it is."""
 
-    def __init__(self, n: int, items: list[Text], normalized: list[list[str]], hashes: np.ndarray,
-                 entries: np.ndarray, unchecked: list[int], ngrams_by_item: np.ndarray):
-        self.n = n
-        self.items = items
-        self.normalized = normalized
-        self.hashes = hashes  # sorted
-        self.entries = entries  # (item, field, first unit) per hash, int32
-        self.unchecked = unchecked  # items without any n-gram (every field shorter than n units)
-        self.ngrams_by_item = ngrams_by_item
-        self._units: dict[tuple[int, int], list[str]] = {}
+    def __init__(self, n: int, cjk_n: int, tables: UnitTables, items: list[Text]):
+        self.n, self.cjk_n, self.tables, self.items = n, cjk_n, tables, items
 
     @classmethod
-    def build(cls, items: Iterable[Text], n: int = 13) -> NgramIndex:
-        if n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
-        items = list(items)
-        normalized = [[normalize(f) for f in item.fields] for item in items]
-        flat = [f for fields in normalized for f in fields]
-        owner = np.array([(i, j) for i, fields in enumerate(normalized) for j in range(len(fields))],
-                         dtype=np.int32).reshape(-1, 2)
-        _, units = cut_units(flat)
-        hashes, inside = ngram_hashes(units, n)
-        keep = np.flatnonzero(inside)
-        field_ids = units.fields[keep]
-        field_first = np.searchsorted(units.fields, np.arange(len(flat)))  # first unit of every field
-        entries = np.stack([owner[field_ids, 0], owner[field_ids, 1], keep - field_first[field_ids]], axis=1)
-        order = np.argsort(hashes[keep], kind="stable")
-        counts = np.bincount(owner[field_ids, 0], minlength=len(items)) if len(items) else np.zeros(0, np.int64)
-        unchecked = np.flatnonzero(counts == 0).tolist()
-        return cls(n, items, normalized, hashes[keep][order], entries[order].astype(np.int32), unchecked, counts)
+    def build(cls, items: Iterable[Text], n: int = DEFAULT_N, cjk_n: int = DEFAULT_CJK_N,
+              block_chars: int = DEFAULT_BLOCK_CHARS) -> NgramIndex:
+        if n < 1 or cjk_n < 1:
+            raise ValueError(f"n and cjk_n must be at least 1, got {n} and {cjk_n}")
+        index = cls(n, cjk_n, UnitTables(), list(items))
+        texts: dict[str, int] = {}  # distinct field texts: how often a window is in the evaluation data
+        # Per occurrence of a window, in compact types (the index's memory is most of a run's): its hash, second hash,
+        # item, first unit (of all evaluation units), length and field text.
+        parts: dict[str, list] = {k: [] for k in ("codes", "hash", "second", "item", "first", "length", "text")}
+        item_units = np.zeros(len(index.items), dtype=np.int64)
+        offset = 0
+        block: list[tuple[int, str]] = []
+        size = 0
+
+        def flush():
+            nonlocal offset
+            units = cut_units(index.tables, [f for _, f in block])
+            w = windows(index.tables, units, n, cjk_n, second=True)
+            owners = np.array([i for i, _ in block], dtype=np.int32)
+            text_ids = np.array([texts.setdefault(f, len(texts)) for _, f in block], dtype=np.int32)
+            np.add.at(item_units, owners[units.segments], 1)
+            segment = units.segments[w.first]
+            for key, value in (("codes", units.codes), ("hash", w.hashes), ("second", w.second),
+                               ("item", owners[segment]), ("first", (w.first + offset).astype(np.int64)),
+                               ("length", w.length.astype(np.int32)), ("text", text_ids[segment])):
+                parts[key].append(value)
+            offset += len(units)
+            block.clear()
+
+        for i, item in enumerate(index.items):
+            for f in item.fields:
+                block.append((i, f))
+                size += len(f)
+            if size >= block_chars:
+                flush()
+                size = 0
+        if block:
+            flush()
+        dtypes = {"codes": np.uint64, "hash": np.uint64, "second": np.uint64, "item": np.int32, "first": np.int64,
+                  "length": np.int32, "text": np.int32}
+        occ = {}
+        for key, dtype in dtypes.items():  # one array at a time, its parts freed
+            chunks = parts.pop(key)
+            occ[key] = np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype=dtype)
+            del chunks
+        index.codes = occ.pop("codes")  # raw unit codes of every evaluation unit, items one after another
+        index.item_units = item_units
+        index.item_first = np.cumsum(item_units) - item_units
+        windows_per_item = np.bincount(occ["item"], minlength=len(index.items))
+        index._group(occ)
+        index.unchecked = np.flatnonzero(windows_per_item == 0).tolist()
+        index.windows_per_item = windows_per_item
+        return index
+
+    def _group(self, occ: dict) -> None:
+        """Distinct windows: occurrences grouped by hash; two windows with the same hash are told apart by their
+        second, independent hash (a 64-bit collision of the first; never seen in practice). Empties `occ`."""
+        occ_hash = occ.pop("hash")
+        order = np.argsort(occ_hash)
+        occ_hash = occ_hash[order]
+        new = np.r_[True, occ_hash[1:] != occ_hash[:-1]] if occ_hash.size else np.zeros(0, dtype=bool)
+        u = np.cumsum(new) - 1
+        heads = np.flatnonzero(new)
+        self.hashes = occ_hash[heads]
+        del occ_hash, new
+        occ_second = occ.pop("second")[order]
+        self.variants: dict[int, list[int]] = {}  # hash position -> further ids with that hash
+        seen: dict[tuple[int, int], int] = {}
+        next_u = heads.size
+        for k in np.flatnonzero(occ_second != occ_second[heads][u]).tolist():
+            g = int(u[k])
+            key = (g, int(occ_second[k]))
+            if key not in seen:
+                seen[key] = next_u
+                self.variants.setdefault(g, []).append(next_u)
+                next_u += 1
+            u[k] = seen[key]
+        del occ_second
+        if self.variants:  # the occurrences of the further ids move to the end, in id order
+            by_u = np.argsort(u, kind="stable")
+            order, u = order[by_u], u[by_u]
+        self.size = next_u  # distinct windows
+        self.occ_item, self.occ_first, self.occ_length = (occ.pop(k)[order] for k in ("item", "first", "length"))
+        self.occ_ptr = np.r_[0, np.cumsum(np.bincount(u, minlength=next_u))]
+        self.rep_first = self.occ_first[self.occ_ptr[:-1]]  # an occurrence of each id
+        self.rep_length = self.occ_length[self.occ_ptr[:-1]]
+        # In how many distinct evaluation texts each id is.
+        occ_text = occ.pop("text")
+        texts = int(occ_text.max(initial=0)) + 1
+        self.eval_texts = np.bincount(_distinct(u * texts + occ_text[order]) // texts, minlength=next_u)
+        del occ_text, order, u
+        # A bit per 2**bits hash prefix (about 16 per window: most training windows are rejected by one lookup in a
+        # table that stays in cache), then a directory of the sorted hashes by a shorter prefix (about 2 slots per
+        # window): where the hashes with that prefix start, so a lookup is two reads instead of a binary search.
+        size = int(np.ceil(np.log2(max(self.hashes.size, 1))))
+        bits = max(16, size + 4)
+        self.prefix_shift = np.uint64(64 - bits)
+        table = np.zeros(1 << bits, dtype=bool)
+        table[(self.hashes >> self.prefix_shift).astype(np.int64)] = True
+        self.prefix_bits = np.packbits(table, bitorder="little")
+        slots = max(8, size + 1)
+        self.slot_shift = np.uint64(64 - slots)
+        counts = np.bincount((self.hashes >> self.slot_shift).astype(np.int64), minlength=1 << slots)
+        self.directory = np.r_[0, np.cumsum(counts)].astype(np.int32)
 
     def __len__(self) -> int:
-        return int(self.hashes.size)
+        return int(self.size)
 
-    def item_units(self, item: int, field_no: int) -> list[str]:
-        key = (item, field_no)
-        if key not in self._units:
-            text, units = cut_units([self.normalized[item][field_no]])
-            self._units[key] = unit_texts(text, units, 0, units.codes.size)
-        return self._units[key]
+    def lookup(self, hashes: np.ndarray, codes: np.ndarray, first: np.ndarray,
+               length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which of the windows are in the index, their ids): hash lookup, then unit by unit confirmation."""
+        if self.size == 0 or hashes.size == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        prefix = (hashes >> self.prefix_shift).astype(np.int64)
+        maybe = np.flatnonzero((self.prefix_bits[prefix >> 3] >> (prefix & 7).astype(np.uint8)) & 1)
+        wanted = hashes[maybe]
+        slot = (wanted >> self.slot_shift).astype(np.int64)
+        at, end = self.directory[slot].astype(np.int64), self.directory[slot + 1].astype(np.int64)
+        found = np.full(maybe.size, -1, dtype=np.int64)
+        left = np.flatnonzero(at < end)
+        while left.size:  # a slot holds about two hashes: a few rounds
+            hit = self.hashes[at[left]] == wanted[left]
+            found[left[hit]] = at[left[hit]]
+            left = left[~hit]
+            at[left] += 1
+            left = left[at[left] < end[left]]
+        hit = found >= 0
+        which, u = maybe[hit], found[hit]
+        same = _equal_windows(codes, first[which], length[which], self.codes, self.rep_first[u], self.rep_length[u])
+        if not same.all() and self.variants:
+            for k in np.flatnonzero(~same).tolist():
+                for v in self.variants.get(int(u[k]), []):
+                    if _equal_windows(codes, first[which[k: k + 1]], length[which[k: k + 1]], self.codes,
+                                      self.rep_first[v: v + 1], self.rep_length[v: v + 1])[0]:
+                        u[k], same[k] = v, True
+                        break
+        return which[same], u[same]
 
+    def window_text(self, u: int) -> str:
+        """The normalised text of window `u` (units as readable text: CJK joined, words spaced)."""
+        return self.occurrence_texts(self.rep_first[u: u + 1], self.rep_length[u: u + 1])[0]
 
-def find_overlaps(records: Iterable[Text], index: NgramIndex, min_ngrams: int = 1,
-                  block_chars: int = DEFAULT_BLOCK_CHARS) -> Iterator[tuple[Text, list[Overlap]]]:
-    """Every training record, in order, with the evaluation items it overlaps (an empty list for a clean one).
-
-    Records are read lazily and processed in blocks of about `block_chars` characters, so memory stays flat."""
-    block: list[Text] = []
-    size = 0
-    for record in records:
-        block.append(record)
-        size += sum(len(f) for f in record.fields)
-        if size >= block_chars:
-            yield from _scan_block(block, index, min_ngrams)
-            block, size = [], 0
-    if block:
-        yield from _scan_block(block, index, min_ngrams)
-
-
-def _scan_block(block: list[Text], index: NgramIndex, min_ngrams: int) -> Iterator[tuple[Text, list[Overlap]]]:
-    n = index.n
-    fields = [normalize(f) for record in block for f in record.fields]
-    record_of_field = np.repeat(np.arange(len(block)), [len(r.fields) for r in block])
-    found: dict[int, list[Overlap]] = {}
-    if fields and len(index):
-        text, units = cut_units(fields)
-        hashes, inside = ngram_hashes(units, n)
-        if hashes.size:
-            at = np.searchsorted(index.hashes, hashes)
-            grams = np.flatnonzero(inside & (index.hashes[np.minimum(at, len(index) - 1)] == hashes))
-            found = _overlaps(index, text, units, hashes, at, grams, record_of_field[units.fields[grams]], min_ngrams)
-    for r, record in enumerate(block):
-        yield record, found.get(r, [])
-
-
-def _overlaps(index: NgramIndex, text: str, units: Units, hashes: np.ndarray, at: np.ndarray, grams: np.ndarray,
-              records: np.ndarray, min_ngrams: int) -> dict[int, list[Overlap]]:
-    """Record -> its overlaps, from the training n-grams whose hash is in the index (`grams`, with their records)."""
-    if grams.size == 0:
-        return {}
-    n = index.n
-    # Every (training n-gram, index entry) pair with the same hash, in numpy: a boilerplate n-gram shared by
-    # hundreds of items and records costs no Python loop.
-    counts = np.searchsorted(index.hashes, hashes[grams], side="right") - at[grams]
-    gram = np.repeat(grams, counts)
-    entry = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(at[grams], counts)
-    record = np.repeat(records, counts)
-    item = index.entries[entry, 0].astype(np.int64)
-    # Distinct n-grams per (record, item) pair: sorted by pair then hash, a new hash within a pair is a new n-gram.
-    pair = record * len(index.items) + item
-    shared_hash = hashes[gram]
-    order = np.lexsort((shared_hash, pair))
-    new_pair = np.r_[True, pair[order][1:] != pair[order][:-1]]
-    new_gram = new_pair | np.r_[True, shared_hash[order][1:] != shared_hash[order][:-1]]
-    shared = np.add.reduceat(new_gram.astype(np.int64), np.flatnonzero(new_pair))
-    # The first n-gram (in the record) of each pair is the one shown, once confirmed unit by unit.
-    order = np.lexsort((gram, pair))
-    firsts = order[np.flatnonzero(np.r_[True, pair[order][1:] != pair[order][:-1]])]
-    pairs = np.stack([record[firsts], item[firsts]], axis=1)
-    found: dict[int, list[Overlap]] = {}
-    for (r, i), k, f in zip(pairs.tolist(), shared.tolist(), firsts.tolist()):
-        if k < min_ngrams:
-            continue
-        shown = _confirmed(index, text, units, gram, entry, record, item, f, r, i)
-        if shown is None:
-            continue  # every n-gram of the pair was a hash collision
-        found.setdefault(r, []).append(Overlap(index.items[i], k, shown))
-    return found
+    def occurrence_texts(self, first: np.ndarray, length: np.ndarray, chunk_chars: int = 1 << 20) -> list[str]:
+        """The normalised texts of windows given by first unit (of all evaluation units) and length: the items they
+        lie in are cut into units again, together, a chunk of about `chunk_chars` characters at a time."""
+        first, length = np.asarray(first, dtype=np.int64), np.asarray(length, dtype=np.int64)
+        item = np.searchsorted(self.item_first, first, side="right") - 1
+        out: list[str] = [""] * first.size
+        needed = np.unique(item)
+        start = 0
+        while start < needed.size:
+            stop, size = start, 0
+            while stop < needed.size and (stop == start or size < chunk_chars):
+                size += sum(len(f) for f in self.items[int(needed[stop])].fields)
+                stop += 1
+            batch = needed[start:stop]
+            units = cut_units(self.tables, [f for i in batch.tolist() for f in self.items[i].fields])
+            texts = units.text(0, len(units))
+            offset = np.cumsum(self.item_units[batch]) - self.item_units[batch]
+            mine = np.flatnonzero((item >= batch[0]) & (item <= batch[-1]))
+            position = offset[np.searchsorted(batch, item[mine])] + first[mine] - self.item_first[item[mine]]
+            for k, p, n in zip(mine.tolist(), position.tolist(), length[mine].tolist()):
+                out[k] = show_units(texts[p: p + n], self.tables)
+            start = stop
+        return out
 
 
-def _confirmed(index: NgramIndex, text: str, units: Units, gram, entry, record, item, first: int, r: int,
-               i: int) -> str | None:
-    """The first n-gram of a (record, item) pair that really is shared (its units equal), shown as text; None when
-    every candidate was a 64-bit hash collision (never seen in practice; handled for exactness)."""
-    shown = _shared(index, text, units, int(gram[first]), int(entry[first]), i)
-    if shown is not None:
-        return shown
-    for c in np.flatnonzero((record == r) & (item == i)).tolist():
-        shown = _shared(index, text, units, int(gram[c]), int(entry[c]), i)
-        if shown is not None:
-            return shown
-    return None
+@dataclass
+class Pair:
+    """An evaluation item a training record shares windows with (boilerplate left out)."""
+
+    item: int  # index into NgramIndex.items
+    share: float  # of the item's units, covered by the windows this record shares with it
+    windows: int  # distinct shared windows
+    match: str  # the item's first shared window, normalised
 
 
-def _shared(index: NgramIndex, text: str, units: Units, gram: int, entry: int, item: int) -> str | None:
-    here = unit_texts(text, units, gram, index.n)
-    _, field_no, start = index.entries[entry].tolist()
-    return show_units(here) if index.item_units(item, field_no)[start: start + index.n] == here else None
+@dataclass
+class Contamination:
+    """The outcome: per evaluation item its share found in training (boilerplate left out, and counted in), the
+    records overlapping it and the one covering most of it; the boilerplate left out."""
+
+    shares: np.ndarray
+    raw_shares: np.ndarray
+    records: np.ndarray  # training records sharing a window (not boilerplate) with the item
+    best_share: np.ndarray
+    best_record: list  # describe(record) of the record with best_share, or None
+    match: list  # the item's first window found in training (not boilerplate), or None
+    boilerplate_train: int  # distinct evaluation windows found in >= boilerplate_train training records
+    boilerplate_eval: int  # distinct evaluation windows in >= boilerplate_eval evaluation texts, found in training
+    boilerplate_examples: list[dict]
+    windows_found: int  # distinct evaluation windows found in training (boilerplate included)
+    records_with_boilerplate_only: int  # records whose windows found were all boilerplate
+
+
+class Scan:
+    """One pass over the training data against an index, then `resolve`. `workdir` holds the pair files."""
+
+    def __init__(self, index: NgramIndex, workdir: str | Path, boilerplate_train: int = 0,
+                 boilerplate_eval: int = 0, block_chars: int = DEFAULT_BLOCK_CHARS):
+        self.index = index
+        self.boilerplate_train, self.boilerplate_eval = boilerplate_train, boilerplate_eval
+        self.block_chars = block_chars
+        self.records = 0
+        self.train_records = np.zeros(index.size, dtype=np.int64)  # training records holding each window
+        self._last_record = np.full(index.size, -1, dtype=np.int64)
+        self._eval_boilerplate = (index.eval_texts >= boilerplate_eval) if boilerplate_eval else \
+            np.zeros(index.size, dtype=bool)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._pairs = open(self.workdir / "pairs.bin", "wb")
+        self._meta = open(self.workdir / "records.jsonl", "w", encoding="utf-8")
+        self._described = -1
+        self._any_window = np.zeros(0, dtype=np.int64)
+        self._with_windows = 0  # records sharing any window (boilerplate included)
+        self._last_with_windows = -1
+        self._block: list[tuple[int, int, str, bool]] = []  # (record, field key, text, continues)
+        self._block_records: dict[int, tuple[Text, Callable]] = {}
+        self._size = 0
+        self._fields = 0
+        self._carry: dict[int, str] = {}
+
+    def read(self, records: Iterable[Text], describe: Callable[[Text], dict]) -> Iterator[Text]:
+        """Pass every record through, comparing it (in blocks). `describe(record)` is what the report keeps of a
+        record that shares a window (its location, digest, source)."""
+        for record in records:
+            number = self.records
+            self.records += 1
+            self._block_records[number] = (record, describe)
+            for text in record.fields:
+                key = self._fields
+                self._fields += 1
+                start = 0
+                while True:
+                    room = max(self.block_chars - self._size, 1)
+                    cut = len(text) if len(text) - start <= room else safe_cut(text, start + room)
+                    piece = self._carry.pop(key, "") + text[start:cut]
+                    self._block.append((number, key, piece, cut < len(text)))
+                    self._size += cut - start
+                    start = cut
+                    if self._size >= self.block_chars:
+                        self._flush()
+                    if start >= len(text):
+                        break
+            yield record
+
+    def _flush(self) -> None:
+        block, self._block, self._size = self._block, [], 0
+        if not block:
+            return
+        index = self.index
+        units = cut_units(index.tables, [text for _, _, text, _ in block])
+        w = windows(index.tables, units, index.n, index.cjk_n)
+        for s, (_, key, text, continues) in enumerate(block):
+            if continues:  # carry the units whose windows run on into the next piece of this field
+                lo, hi = np.searchsorted(units.segments, [s, s + 1])
+                late = lo + int(np.searchsorted(w.ends[lo:hi], hi, side="right"))
+                if late < hi:
+                    at = last_safe_cut(text, int(units.raw_starts[late] - units.segment_starts[s]))
+                    # Only a window's worth of units is carried; a longer carry means a run of letters longer than
+                    # the cap with no space, which is then cut (the one place a unit may be split).
+                    self._carry[key] = text[max(at, len(text) - _MAX_CARRY):]
+        if index.size == 0:
+            return
+        which, u = index.lookup(w.hashes, units.codes, w.first, w.length)
+        owners = np.array([r for r, _, _, _ in block], dtype=np.int64)
+        record = owners[units.segments[w.first[which]]]
+        keys = _distinct(record * index.size + u)
+        record, u = keys // index.size, keys % index.size
+        counted = _distinct(record)
+        self._with_windows += int(counted.size) - int(counted.size > 0 and counted[0] == self._last_with_windows)
+        if counted.size:
+            self._last_with_windows = int(counted[-1])
+        before = self.train_records[u]
+        new = self._last_record[u] != record  # a record read in several blocks counts once
+        np.add.at(self.train_records, u[new], 1)
+        self._last_record[u] = record
+        spill = ~self._eval_boilerplate[u]
+        if self.boilerplate_train:
+            spill &= before < self.boilerplate_train  # not yet known as frequent in training
+        if spill.any():
+            record, u = record[spill], u[spill]
+            np.stack([record, u], axis=1).astype(np.int64).tofile(self._pairs)
+            for r in _distinct(record).tolist():
+                if r != self._described:
+                    text, describe = self._block_records[r]
+                    self._meta.write(json.dumps({"record": r, **describe(text)}, ensure_ascii=False) + "\n")
+                    self._described = r
+        for r in [r for r in self._block_records if r < self.records - 1]:  # the record being read stays
+            del self._block_records[r]
+
+    def resolve(self, on_record: Callable[[dict, list[Pair]], None] | None = None,
+                examples: int = 10) -> Contamination:
+        """Finish the pass and compute the shares; `on_record(described, pairs)` is called, in record order, for
+        every record that shares a window that is not boilerplate."""
+        self._flush()
+        self._pairs.close()
+        self._meta.close()
+        index = self.index
+        found = self.train_records > 0
+        boilerplate = self._eval_boilerplate.copy()
+        if self.boilerplate_train:
+            boilerplate |= self.train_records >= self.boilerplate_train
+        counted = found & ~boilerplate
+        raw_shares = self._shares(found)
+        shares = self._shares(counted)
+        n_items = len(index.items)
+        records = np.zeros(n_items, dtype=np.int64)
+        best_share = np.zeros(n_items)
+        best_record: list = [None] * n_items
+        path = self.workdir / "pairs.bin"
+        pairs = np.memmap(path, dtype=np.int64, mode="r").reshape(-1, 2) if path.stat().st_size else \
+            np.zeros((0, 2), dtype=np.int64)
+        overlapping = 0
+        with open(self.workdir / "records.jsonl", encoding="utf-8") as meta_file:
+            meta = (json.loads(line) for line in meta_file)
+            step = 1 << 21
+            start = 0
+            while start < len(pairs):
+                stop = min(start + step, len(pairs))
+                while stop < len(pairs) and pairs[stop, 0] == pairs[stop - 1, 0]:
+                    stop += 1  # whole records in a chunk
+                overlapping += self._resolve_chunk(np.asarray(pairs[start:stop]), boilerplate, meta, records,
+                                                   best_share, best_record, on_record)
+                start = stop
+        del pairs
+        (self.workdir / "pairs.bin").unlink()
+        (self.workdir / "records.jsonl").unlink()
+        match = self._first_matches(counted)
+        frequent = np.flatnonzero(found & boilerplate)
+        top = frequent[np.argsort(-self.train_records[frequent], kind="stable")[:examples]]
+        return Contamination(
+            shares=shares, raw_shares=raw_shares, records=records, best_share=best_share, best_record=best_record,
+            match=match,
+            boilerplate_train=int((found & (self.train_records >= self.boilerplate_train)).sum())
+            if self.boilerplate_train else 0,
+            boilerplate_eval=int((found & self._eval_boilerplate).sum()),
+            boilerplate_examples=[{"window": text, "training_records": int(self.train_records[u]),
+                                   "evaluation_texts": int(index.eval_texts[u])}
+                                  for u, text in zip(top.tolist(), index.occurrence_texts(index.rep_first[top],
+                                                                                          index.rep_length[top]))],
+            windows_found=int(found.sum()), records_with_boilerplate_only=self._with_windows - overlapping)
+
+    def _occurrences(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(position in `ids`, item, first unit, length) of every occurrence of the windows `ids`."""
+        index = self.index
+        count = index.occ_ptr[ids + 1] - index.occ_ptr[ids]
+        owner = np.repeat(np.arange(ids.size), count)
+        occ = np.repeat(index.occ_ptr[ids], count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count,
+                                                                                               count)
+        return owner, index.occ_item[occ], index.occ_first[occ], index.occ_length[occ]
+
+    def _shares(self, chosen: np.ndarray) -> np.ndarray:
+        """Per item: the share of its units lying in an occurrence of a chosen window."""
+        index = self.index
+        _, item, first, length = self._occurrences(np.flatnonzero(chosen))
+        total = int(index.item_units.sum())
+        cover = np.bincount(first, minlength=total + 1) - np.bincount(first + length, minlength=total + 1)
+        covered = np.r_[0, np.cumsum(np.cumsum(cover)[:total] > 0)]
+        per_item = covered[index.item_first + index.item_units] - covered[index.item_first]
+        return np.divide(per_item, index.item_units, out=np.zeros(len(index.items)), where=index.item_units > 0)
+
+    def _first_matches(self, chosen: np.ndarray) -> list:
+        index = self.index
+        _, item, first, length = self._occurrences(np.flatnonzero(chosen))
+        order = np.lexsort((first, item))
+        item, first, length = item[order], first[order], length[order]
+        heads = np.flatnonzero(np.r_[True, item[1:] != item[:-1]]) if item.size else np.zeros(0, dtype=np.int64)
+        match: list = [None] * len(index.items)
+        for k, text in zip(item[heads].tolist(), index.occurrence_texts(first[heads], length[heads])):
+            match[k] = text
+        return match
+
+    def _resolve_chunk(self, pairs, boilerplate, meta, records, best_share, best_record, on_record) -> None:
+        index = self.index
+        record, u = pairs[:, 0], pairs[:, 1]
+        keep = ~boilerplate[u]
+        record, u = record[keep], u[keep]
+        if record.size == 0:
+            return 0
+        owner, item, first, length = self._occurrences(u)
+        record, u = record[owner], u[owner]
+        n_items = len(index.items)
+        key = record * n_items + item
+        order = np.lexsort((first, key))
+        key, u, first, length, item = key[order], u[order], first[order], length[order], item[order]
+        new = np.r_[True, key[1:] != key[:-1]]
+        heads = np.flatnonzero(new)
+        group = np.cumsum(new) - 1
+        # Units of the item the pair's occurrences cover: intervals sorted by start; a running maximum of the ends
+        # within each pair (offset by pair so the maximum never carries over from the pair before).
+        end = first + length
+        span = int(end.max()) + 1
+        reach = np.maximum.accumulate(end + group * span) - group * span
+        before = np.r_[0, reach[:-1]]
+        before[heads] = 0
+        covered = np.maximum(0, end - np.maximum(first, before))
+        covered = np.add.reduceat(covered, heads)
+        distinct = _distinct(group * index.size + u) // index.size
+        windows_per_pair = np.bincount(distinct, minlength=heads.size)
+        pair_record, pair_item = key[heads] // n_items, item[heads]
+        pair_share = covered / index.item_units[pair_item]
+        np.add.at(records, pair_item, 1)
+        described = {}
+        for r in _distinct(pair_record).tolist():
+            while True:
+                entry = next(meta)
+                if entry["record"] == r:
+                    described[r] = entry
+                    break
+        better = pair_share > best_share[pair_item]
+        for k in np.flatnonzero(better).tolist():
+            i = int(pair_item[k])
+            if pair_share[k] > best_share[i]:
+                best_share[i] = pair_share[k]
+                best_record[i] = {k2: v for k2, v in described[int(pair_record[k])].items() if k2 != "record"}
+        overlapping = int(_distinct(pair_record).size)
+        if on_record is None:
+            return overlapping
+        bounds = np.flatnonzero(np.r_[True, pair_record[1:] != pair_record[:-1], True])
+        matches = index.occurrence_texts(first[heads], length[heads])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            r = int(pair_record[a])
+            result = [Pair(int(pair_item[k]), float(pair_share[k]), int(windows_per_pair[k]), matches[k])
+                      for k in range(a, b)]
+            on_record({k2: v for k2, v in described[r].items() if k2 != "record"}, result)
+        return overlapping
+
+
+def category(share: float, clean_below: float, dirty_from: float) -> str:
+    """clean, partial or dirty (module docstring)."""
+    return "clean" if share < clean_below else "dirty" if share >= dirty_from else "partial"
 
 
 # ---------------------------------------------------------------- contamination lists

@@ -384,8 +384,9 @@ def _pipeline(prov: Provenance) -> list[str]:
             result.append(f"vocabulary {summary.get('base_vocab', '?'):,} → {summary.get('new_vocab', '?'):,} "
                           f"(+{summary['new_tokens']:,})")
         if kind == "decontamination" and summary.get("records") is not None:
-            result.append(f"{summary.get('contaminated', 0):,} of {summary['records']:,} training records overlap "
-                          + ("(left out of training)" if summary.get("drop") else "(kept)"))
+            result.append(f"{summary.get('contaminated', 0):,} of {summary['records']:,} training records listed "
+                          + ("(left out of training)" if summary.get("drop") else "(kept)")
+                          + (f"; {summary['dirty']:,} evaluation items dirty" if "dirty" in summary else ""))
         row = f"| {s.name} | {_md(what)} | {_seconds(s.seconds)} | {_md(', '.join(result))} |"
         lines.append(row + (f" {s.status} |" if show_status else ""))
     return lines + [""]
@@ -448,20 +449,28 @@ def _decontamination(prov: Provenance) -> list[str]:
                             "was made outside this run.", ""]
         return lines + ["Not checked: no decontamination was run for this model (`yunshan data decontaminate`, or a "
                         "`decontamination` section in the pipeline recipe).", ""]
-    sets = ", ".join(f"{name} ({s.items:,} items)" for name, s in report.eval_sets.items())
-    share = f"a {report.n}-gram" if report.min_ngrams == 1 else f"at least {report.min_ngrams} {report.n}-grams"
-    lines += [f"**{report.contaminated:,} of {report.records:,} training records** share {share} with an item of the "
-              f"evaluation sets ({report.hits:,} record-item pairs). Compared with: {sets}. Units: {report.normalization}.",
-              ""]
-    lines += ["| training source | records | overlapping | dropped in training |", "|---|---:|---:|---:|"]
+    lines += [f"**{report.contaminated:,} of {report.records:,} training records** hold at least "
+              f"{report.record_share:.0%} of an evaluation item ({report.overlapping:,} share a window of {report.n} "
+              f"words or {report.cjk_n} CJK characters that is not boilerplate: {report.hits:,} record-item pairs). "
+              f"Units: {report.normalization}.", "",
+              "Evaluation items by the share of each found in the training data (the Llama 2 report's measure: clean "
+              f"below {report.clean_below:.0%}, dirty from {report.dirty_from:.0%}); boilerplate windows (in at least "
+              f"{report.boilerplate.train_records} training records or {report.boilerplate.eval_texts} evaluation "
+              "texts) left out:", "",
+              "| evaluation set | items | clean | partial | dirty | not checkable |", "|---|---:|---:|---:|---:|---:|"]
+    for name, s in report.eval_sets.items():
+        lines.append(f"| {_md(name)} | {s.items:,} | {s.clean:,} | {s.partial:,} | {s.dirty:,} | {s.unchecked:,} |")
+    lines.append("")
+    lines += ["| training source | records | overlapping | listed | dropped in training |", "|---|---:|---:|---:|---:|"]
     for name, s in report.sources.items():
-        lines.append(f"| {_md(name)} | {s.records:,} | {s.contaminated:,} | {dropped.get(name, 0):,} |")
+        lines.append(f"| {_md(name)} | {s.records:,} | {s.overlapping:,} | {s.contaminated:,} | "
+                     f"{dropped.get(name, 0):,} |")
     if report.drop:
-        lines += ["", "The overlapping records were left out of training (drops are counted per read, so a source "
+        lines += ["", "The listed records were left out of training (drops are counted per read, so a source "
                       "read for several epochs counts a record once per epoch)."]
     elif report.contaminated:
-        lines += ["", "The overlapping records were **kept** in training (`drop: false`): scores on the overlapping "
-                      "evaluation sets may be inflated."]
+        lines += ["", "The listed records were **kept** in training (`drop: false`): scores on the partial and dirty "
+                      "items of those evaluation sets may be inflated."]
     return lines + [""]
 
 

@@ -118,14 +118,21 @@ def _decontamination_lines(layout: RunLayout) -> list[str]:
     if not layout.enabled("decontamination") or not path.is_file():
         return []
     report = DecontaminationReport.read(path)
-    sets = ", ".join(f"{name} ({s.items:,} items)" for name, s in report.eval_sets.items())
-    lines = ["", f"## Decontamination ({report.n}-grams, `{path.parent.name}/hits.jsonl` lists every hit)", "",
-             f"{report.contaminated:,} of {report.records:,} training records share an n-gram with the evaluation "
-             f"sets ({report.hits:,} record-item pairs); "
-             + ("they are left out of training." if report.drop else "they are kept in training (drop: false)."),
-             "", f"Evaluation sets: {sets}.", "", "| training source | records | overlapping | hits |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| {name} | {s.records:,} | {s.contaminated:,} | {s.hits:,} |" for name, s in report.sources.items()]
+    lines = ["", f"## Decontamination ({report.n} words or {report.cjk_n} CJK characters a window; "
+                 f"`{path.parent.name}/items.jsonl` lists every item found, `hits.jsonl` every overlap)", "",
+             "Evaluation items by the share of each found in the training data (the Llama 2 report's measure: clean "
+             f"below {report.clean_below:.0%}, dirty from {report.dirty_from:.0%}), boilerplate left out "
+             f"({report.boilerplate.windows_train + report.boilerplate.windows_eval:,} windows):", "",
+             "| evaluation set | items | clean | partial | dirty | not checkable |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {s.items:,} | {s.clean:,} | {s.partial:,} | {s.dirty:,} | {s.unchecked:,} |"
+              for name, s in report.eval_sets.items()]
+    lines += ["", f"{report.contaminated:,} of {report.records:,} training records hold at least "
+                  f"{report.record_share:.0%} of an item ({report.overlapping:,} share a window that is not boilerplate, "
+                  f"{report.hits:,} record-item pairs); "
+                  + ("they are left out of training." if report.drop else "they are kept in training (drop: false)."),
+              "", "| training source | records | overlapping | listed | hits |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {s.records:,} | {s.overlapping:,} | {s.contaminated:,} | {s.hits:,} |"
+              for name, s in report.sources.items()]
     return lines
 
 

@@ -289,9 +289,11 @@ def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     out = layout.folder("decontamination")
     report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources)
     print(render_decontamination(report, shown, out), flush=True)
-    return {"n": report.n, "records": report.records, "contaminated": report.contaminated, "hits": report.hits,
-            "drop": report.drop, "eval_sets": {k: v.items for k, v in report.eval_sets.items()},
-            "report": report.FILE}
+    return {"n": report.n, "cjk_n": report.cjk_n, "records": report.records, "overlapping": report.overlapping,
+            "contaminated": report.contaminated, "hits": report.hits, "drop": report.drop,
+            "dirty": sum(v.dirty for v in report.eval_sets.values()),
+            "partial": sum(v.partial for v in report.eval_sets.values()),
+            "eval_sets": {k: v.items for k, v in report.eval_sets.items()}, "report": report.FILE}
 
 
 def _drops_contaminated(recipe: PipelineRecipe) -> bool:
