@@ -1,26 +1,31 @@
-"""`yunshan data decontaminate` throughput and peak memory against corpus size. A benchmark, not a test.
+"""`yunshan data decontaminate` on the real laws corpus against real LawBench: throughput and peak memory, this
+checkout beside an older revision in one run. A benchmark, not a test.
 
-    .venv/bin/python benchmarks/decontamination.py              # 25, 100 and 400 MB corpora (minutes on 2 cores)
-    .venv/bin/python benchmarks/decontamination.py --quick      # 2 and 8 MB: checks the script runs
+    .venv/bin/python benchmarks/decontamination.py                  # old = 3c8e9f0 (13-gram engine); ~5 min here
+    .venv/bin/python benchmarks/decontamination.py --rounds 1 --old REV
 
-The job is the command as a user runs it: a JSONL corpus (the sample finance, legal and general corpora, their
-documents' sentences reshuffled into new documents until the size is reached, so the corpus is not one text
-repeated) against every evaluation set bundled with yunshan (FinEval, FinanceIQ, LawBench and JEC-QA layouts,
-13-grams), every hit written. Each size runs in a fresh process (peak RSS is that process's ru_maxrss), twice,
-alternating sizes; the table gives the median wall seconds, characters/s and MB/s of input, the process's CPU
-seconds (user + system: what a shared machine's load does not inflate) and characters per CPU second, contaminated
-records, and peak RSS. Flat memory: the peak does not grow with the corpus (the index of the evaluation n-grams and one block of
-about a million characters are held, whatever the input size). Throughput includes reading and parsing the JSONL.
-Writes benchmarks/results/decontamination.json.
+The job is the command as a user runs it: `../shared/realdata/laws/laws.jsonl.zst` (3,464 laws, 20.0 M characters,
+zstd JSONL) against the 20 LawBench zero-shot files (10,000 items), every overlap written. Rows:
+
+- `laws x1` and `laws x5` (the corpus read five times, from a file that repeats it: 100 M characters), so the
+  fixed cost (reading LawBench, building its index, the end) and the per-character cost of the pass separate;
+- `one record`: the laws joined into ONE record of 20 M characters (issue 27 item 9: one 46 MB record peaked at
+  2.9 GB before).
+
+Each run is a fresh process; the two revisions alternate (old, new, new, old, ... over --rounds pairs) so both see
+the same load on this shared machine. Per row: wall seconds, the process's CPU seconds (user + system: what load
+does not inflate), characters per CPU second (the command is single-threaded: that is per core), the pass alone
+(`x5` minus `x1`: 80 M characters over the difference of CPU seconds), and peak memory (VmHWM of the process). The
+old revision runs from `git archive` in a temporary folder, first on PYTHONPATH, same venv. Writes
+benchmarks/results/decontamination.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
-import random
-import re
 import statistics
 import subprocess
 import sys
@@ -31,88 +36,111 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
+REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
 
 RUN = r"""
 import json, resource, sys, time
 from yunshan.cli import main
 t = time.perf_counter()
-code = main(["data", "decontaminate", sys.argv[1], "--tasks", "fineval", "financeiq", "lawbench", "jecqa",
-             "--out", sys.argv[2], "--show", "0"])
+code = main(["data", "decontaminate", sys.argv[1], "--tasks", "lawbench=" + sys.argv[2], "--out", sys.argv[3],
+             "--show", "0"])
 assert code == 0
-report = json.load(open(sys.argv[2] + "/decontamination.json"))
+seconds = time.perf_counter() - t
+report = json.load(open(sys.argv[3] + "/decontamination.json"))
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": time.perf_counter() - t, "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+peak = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")][0]
+print(json.dumps({"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_mb": peak / 1024,
                   "characters": report["characters"], "records": report["records"],
                   "contaminated": report["contaminated"], "hits": report["hits"]}))
 """
 
 
-def build_corpus(path: Path, megabytes: float, seed: int = 0) -> None:
-    """Documents of 3-12 sentences drawn from the sample corpora's sentences, until the file has `megabytes`."""
-    from yunshan.samples import sample_data_dir
+def corpora(folder: Path) -> dict[str, Path]:
+    import zstandard
 
-    sentences = []
-    for domain in ("finance", "legal", "general"):
-        with open(Path(sample_data_dir()) / "corpora" / domain / "train.jsonl", encoding="utf-8") as f:
-            for line in f:
-                sentences += [s for s in re.split(r"(?<=[。！？.!?])", json.loads(line)["text"]) if s.strip()]
-    rng = random.Random(seed)
-    target, written = megabytes * 1e6, 0
-    with open(path, "w", encoding="utf-8") as f:
-        while written < target:
-            line = json.dumps({"text": "".join(rng.choices(sentences, k=rng.randint(3, 12)))}, ensure_ascii=False) + "\n"
-            f.write(line)
-            written += len(line.encode("utf-8"))
+    with open(REALDATA / "laws" / "laws.jsonl.zst", "rb") as f:
+        text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8").read()
+    lines = [line for line in text.splitlines() if line.strip()]
+    out = {"laws x1": REALDATA / "laws" / "laws.jsonl.zst", "laws x5": folder / "laws_x5.jsonl",
+           "one record": folder / "one_record.jsonl"}
+    out["laws x5"].write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
+    joined = "\n\n".join(json.loads(line)["text"] for line in lines)
+    out["one record"].write_text(json.dumps({"text": joined}, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
 
 
-def measure(corpus: Path, out: Path) -> dict:
-    result = subprocess.run([sys.executable, "-c", RUN, str(corpus), str(out)], capture_output=True, text=True,
-                            env={**os.environ, "TQDM_DISABLE": "1"})
+def measure(corpus: Path, out: Path, code: Path | None) -> dict:
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    lawbench = REALDATA / "lawbench" / "data" / "zero_shot"
+    result = subprocess.run([sys.executable, "-c", RUN, str(corpus), str(lawbench), str(out)], capture_output=True,
+                            text=True, env=env)
     if result.returncode != 0:
-        raise RuntimeError(result.stderr[-2000:])
+        raise RuntimeError(result.stderr[-3000:])
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 and 8 MB, one round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--old", default="3c8e9f0", help="git revision to compare against")
+    parser.add_argument("--rounds", type=int, default=2, help="old/new pairs per row")
     args = parser.parse_args()
-    sizes = [2, 8] if args.quick else [25, 100, 400]
-    rounds = 1 if args.quick else args.rounds
-    rows = []
+    if not REALDATA.is_dir():
+        raise SystemExit(f"{REALDATA} is absent: the real releases are not beside this checkout (set YUNSHAN_REALDATA)")
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        corpora = {}
-        for size in sizes:
-            corpora[size] = Path(tmp) / f"corpus_{size}mb.jsonl"
-            build_corpus(corpora[size], size)
-        runs: dict[int, list[dict]] = {size: [] for size in sizes}
-        for r in range(rounds):
-            for size in (sizes if r % 2 == 0 else sizes[::-1]):  # alternate the order between rounds
-                runs[size].append(measure(corpora[size], Path(tmp) / f"out_{size}"))
-        for size in sizes:
-            seconds = statistics.median(m["seconds"] for m in runs[size])
-            cpu = statistics.median(m["cpu_seconds"] for m in runs[size])
-            first = runs[size][0]
-            mb = corpora[size].stat().st_size / 1e6
-            rows.append({"corpus_mb": round(mb, 1), "characters": first["characters"], "records": first["records"],
-                         "contaminated": first["contaminated"], "hits": first["hits"], "seconds": round(seconds, 2),
-                         "cpu_seconds": round(cpu, 2), "chars_per_cpu_s": round(first["characters"] / cpu),
-                         "chars_per_s": round(first["characters"] / seconds), "mb_per_s": round(mb / seconds, 2),
-                         "peak_rss_mb": round(max(m["rss_mb"] for m in runs[size]))})
-    print("| corpus MB | characters | records | contaminated | seconds | M chars/s | MB/s | CPU s | M chars/CPU s "
-          "| peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['corpus_mb']} | {r['characters']:,} | {r['records']:,} | {r['contaminated']:,} | {r['seconds']} | "
-              f"{r['chars_per_s'] / 1e6:.2f} | {r['mb_per_s']} | {r['cpu_seconds']} | {r['chars_per_cpu_s'] / 1e6:.2f} "
-              f"| {r['peak_rss_mb']} |")
-    growth = rows[-1]["peak_rss_mb"] - rows[0]["peak_rss_mb"]
-    print(f"\npeak RSS grows {growth} MB from {rows[0]['corpus_mb']} to {rows[-1]['corpus_mb']} MB of corpus")
+        tmp = Path(tmp)
+        old = tmp / "old"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        for package in ("eval", "tokenizer"):  # installed as yunshan.eval / yunshan.tokenizer (pyproject package-dir)
+            if (old / package).is_dir():
+                (old / package).rename(old / "yunshan" / package)
+        revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+        files = corpora(tmp)
+        runs: dict[tuple[str, str], list[dict]] = {}
+        for name, corpus in files.items():
+            for r in range(args.rounds):
+                for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                    m = measure(corpus, tmp / f"out_{side}", old if side == "old" else None)
+                    runs.setdefault((name, side), []).append(m)
+                    print(f"{name:<11} {side}: {m['seconds']:.1f} s wall, {m['cpu_seconds']:.1f} s CPU, "
+                          f"{m['peak_mb']:.0f} MB", flush=True)
+    rows = []
+    for (name, side), ms in runs.items():
+        cpu = statistics.median(m["cpu_seconds"] for m in ms)
+        wall = statistics.median(m["seconds"] for m in ms)
+        rows.append({"corpus": name, "side": side, "revision": args.old if side == "old" else revision,
+                     "characters": ms[0]["characters"], "records": ms[0]["records"],
+                     "contaminated": ms[0]["contaminated"], "hits": ms[0]["hits"], "seconds": round(wall, 2),
+                     "cpu_seconds": round(cpu, 2), "chars_per_cpu_s": round(ms[0]["characters"] / cpu),
+                     "peak_mb": round(max(m["peak_mb"] for m in ms))})
+    by = {(r["corpus"], r["side"]): r for r in rows}
+    passes = {}
+    for side in ("old", "new"):
+        one, five = by[("laws x1", side)], by[("laws x5", side)]
+        passes[side] = (five["characters"] - one["characters"]) / max(five["cpu_seconds"] - one["cpu_seconds"], 1e-9)
+    print(f"\nload average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (2 cores)\n")
+    print("| corpus | revision | characters | records | listed | wall s | CPU s | M chars / CPU s | peak MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: (list(files).index(r["corpus"]), r["side"] != "old")):
+        print(f"| {r['corpus']} | {r['side']} {r['revision']} | {r['characters']:,} | {r['records']:,} | "
+              f"{r['contaminated']:,} | {r['seconds']} | {r['cpu_seconds']} | {r['chars_per_cpu_s'] / 1e6:.2f} | "
+              f"{r['peak_mb']:,} |")
+    print(f"\nthe pass alone (x5 - x1: 80 M characters): old {passes['old'] / 1e6:.2f}, new {passes['new'] / 1e6:.2f} "
+          f"M characters per CPU second ({passes['new'] / passes['old']:.1f}x)")
+    for name in files:
+        o, n = by[(name, "old")], by[(name, "new")]
+        print(f"{name}: CPU {o['cpu_seconds'] / n['cpu_seconds']:.2f}x less, wall {o['seconds'] / n['seconds']:.2f}x, "
+              f"peak {o['peak_mb']:,} -> {n['peak_mb']:,} MB")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "decontamination.json").write_text(json.dumps({"rows": rows, "rss_growth_mb": growth, "quick": args.quick},
-                                                         indent=2) + "\n")
+    (out / "decontamination.json").write_text(json.dumps(
+        {"rows": rows, "pass_chars_per_cpu_s": passes, "load_average": load, "old": args.old, "new": revision},
+        indent=2) + "\n")
 
 
 if __name__ == "__main__":

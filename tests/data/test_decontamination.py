@@ -400,3 +400,70 @@ def test_separator_classes():
     tables = UnitTables()
     tables.learn_classes(np.array([ord(c) for c in "a，中"], dtype=np.uint32))
     assert [tables.classes[ord(c)] for c in "a，中"] == [WORD, SEPARATOR, CJK]
+
+
+def test_an_out_that_holds_the_inputs_is_refused(tmp_path, eval_sets, capsys):
+    """Issue 27 item 2: --out holding an input (its hits.jsonl would be replaced), --out inside an input folder, and
+    --out over the input folder with --drop (its clean/ copies read back on the next run: 65 -> 130 -> 195 lines) are
+    refused in one line before anything is written; the input files are unchanged."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "hits.jsonl").write_text(json.dumps({"text": "用户自己的文件：" + QUESTION}, ensure_ascii=False) + "\n",
+                                  encoding="utf-8")
+    before = (d / "hits.jsonl").read_bytes()
+    tasks = ("--tasks", f"fineval={eval_sets / 'fineval'}")
+    assert decontaminate(d / "hits.jsonl", *tasks, "--out", d) == 1
+    assert f"--out {d} holds the input {d / 'hits.jsonl'}" in capsys.readouterr().err
+    assert decontaminate(d, *tasks, "--out", d, "--drop") == 1
+    assert "holds the input" in capsys.readouterr().err
+    assert decontaminate(d, *tasks, "--out", d / "decont") == 1
+    assert f"lies inside the input folder {d}" in capsys.readouterr().err
+    assert decontaminate(f"{d}/*.jsonl", *tasks, "--out", d) == 1
+    assert "would read" in capsys.readouterr().err
+    assert (d / "hits.jsonl").read_bytes() == before and sorted(p.name for p in d.iterdir()) == ["hits.jsonl"]
+    # Beside the inputs, twice: the clean copy is the same each time.
+    for _ in range(2):
+        assert decontaminate(d, *tasks, "--out", tmp_path / "out", "--drop") == 0
+        assert len((tmp_path / "out" / "clean" / "cpt_d.jsonl").read_text().splitlines()) == 0  # the one record listed
+
+
+def test_a_stop_leaves_no_partial_file(tmp_path, eval_sets, monkeypatch):
+    """Issue 27 item 2: a run stopped while writing (Ctrl-C here; SIGTERM is turned into the same) removes its .part
+    files and its pass's scratch folder."""
+    from yunshan.data import writers
+
+    train = corpus(tmp_path)
+    out = tmp_path / "out"
+    real_write = writers.JsonlWriter.write
+    calls = []
+
+    def interrupted(self, obj):
+        calls.append(self.out.name)
+        if self.out.parent.name == "clean":
+            raise KeyboardInterrupt
+        return real_write(self, obj)
+
+    monkeypatch.setattr(writers.JsonlWriter, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["data", "decontaminate", str(train), "--data-dir", str(eval_sets), "--out", str(out), "--drop"])
+    assert any(c.startswith("cpt_") for c in calls)  # it was stopped while writing clean/
+    assert not list(out.rglob("*.part")) and not (out / ".scan").exists()
+
+
+def test_an_empty_evaluation_set_says_nothing_was_checked_and_fails_under_strict(tmp_path, eval_sets, capsys):
+    """Issue 27 item 16: an empty held-out file, or a set whose every item is shorter than a window, is reported as
+    NOTHING CHECKED (not '0 of 5 records overlap'), and --strict stops with the file named."""
+    train = corpus(tmp_path)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    short = tmp_path / "short.txt"
+    short.write_text("短文一篇。\n\n又一篇。\n", encoding="utf-8")
+    args = (train, "--tasks", "bpc", "--heldout", f"empty={empty}", f"short={short}", "--out", tmp_path / "o")
+    assert decontaminate(*args) == 0
+    printed = capsys.readouterr().out
+    assert f"NOTHING CHECKED: heldout:empty: {empty} holds no item" in printed
+    assert f"NOTHING CHECKED: heldout:short: {short}: every item is shorter than a window" in printed
+    report = json.loads((tmp_path / "o" / "decontamination.json").read_text())
+    assert len(report["nothing_checked"]) == 2
+    assert decontaminate(*args, "--strict") == 1
+    assert f"nothing checked in heldout:empty: {empty} holds no item (--strict)" in capsys.readouterr().err
