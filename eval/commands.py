@@ -8,13 +8,15 @@ lawbench, jecqa, bpc (--heldout LABEL=FILE ...), compression (--text FILE ...), 
 Writes OUT/results.json (every prediction and score, model and file hashes, settings), OUT/results.md (one table
 per task: rows = models, AVG last), OUT/report.html (the same tables as one self-contained page to open in a
 browser) and OUT/diversity.png; prints the tables. OUT is checked for writing before any scoring, and
-OUT/results.partial.json holds every task finished so far (rewritten after each one, in results.json's format), so
-a failure late in a long evaluation keeps what was scored.
+OUT/results.partial.json holds every task finished so far (rewritten after each one, in results.json's format; LawBench
+after each of its 20 tasks, a task whose scoring failed with its generations), so a failure late in a long evaluation
+keeps what was scored and generated.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -134,6 +136,10 @@ def run_eval(args: EvalArgs) -> dict:
         raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
     if args.prompt_style not in PROMPT_STYLES:
         raise ValueError(f"--prompt-style {args.prompt_style!r} is not valid; use {' or '.join(PROMPT_STYLES)}")
+    for _, task, path in tasks:
+        check = getattr(module_of(task), "check_data", None)
+        if check is not None and path is not None:
+            check(path)  # a malformed file stops the run before any model is loaded or any token generated
     from yunshan.folders import check_output_folder
 
     # Before any scoring: a folder that cannot be written would otherwise fail only at the end.
@@ -170,8 +176,15 @@ def run_eval(args: EvalArgs) -> dict:
 
         chat = use_chat(lm.tokenizer, args.chat)
         for label, task, data in tasks:
+            run_task, extra = module_of(task).run_task, {}
+            if "keep" in inspect.signature(run_task).parameters:
+                # A long task (LawBench: 20 generation runs) hands over each finished part at once.
+                def keep(res, label=label, name=name, format=task.format):
+                    report["tasks"].setdefault(label, {"format": format}).setdefault("results", {})[name] = res
+                    _write_partial(report, started, partial)
+                extra["keep"] = keep
             with lm.compute():
-                res, texts = module_of(task).run_task(lm, data, args, chat)
+                res, texts = run_task(lm, data, args, chat, **extra)
             results[label][name] = res
             entry = report["tasks"].setdefault(label, {})
             if data is not None:

@@ -14,15 +14,17 @@ Reproduced from LawBench's evaluation code (the scorer behind its leaderboard an
 - prison term (3-4, 3-5): (ln 216 - mean |ln(g+1) - ln(p+1)|) / ln 216 with the months read as LawBench reads
   them (Chinese numerals converted by cn2an; the first "N个月"/"N月", else the first "N年" x 12; nothing found
   counts ln 216); death and life sentences are skipped as LawBench skips them;
-- amount accuracy (3-7): the gold amount is among the numbers of the prediction.
+- amount accuracy (3-7): the gold amount is among the numbers of the prediction;
+- document proofreading (2-1): ChERRANT's character-level corpus F0.5 (`cherrant.py`) on the sentence after
+  "句子：" in the prompt, the prediction (newlines out, cut to the answer's length + 5) and the answer.
 Each rule keeps LawBench's quirks on purpose (for example 2-6 reads an entity up to the next space or newline, not
-the next ";"), so scores match its published ones. One exception, documented in eval/README.md: document
-proofreading (2-1) is scored by F0.5 over character edits found with difflib, not by ChERRANT's aligner.
+the next ";"), so scores match its published ones: on LawBench's own published predictions every (model, task)
+pair is within 0.1 point of its results.csv (benchmarks/lawbench_agreement.py, benchmarks/README.md).
+Gold answers are read and checked by `parse_answers` before anything is generated.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -37,13 +39,18 @@ NO_CONTENT = "无内容"
 
 @dataclass
 class TaskScore:
-    """A task's score in [0, 1] (x100 for tables), with per-item scores where the metric is per item."""
+    """A task's score in [0, 1] (x100 for tables), with per-item scores where the metric is per item.
+
+    `abstentions` counts items whose prediction names no option, label, article, term or amount at all (LawBench's
+    abstention rate is this count over all items, skipped ones included); `skipped` items LawBench leaves out of
+    the score (2-2's label 赔偿, 3-4/3-5's death and life sentences)."""
 
     score: float
     metric: str
     per_item: list[float | None] = field(default_factory=list)
     abstentions: int = 0
     skipped: int = 0
+    details: dict = field(default_factory=dict)  # 2-1: ChERRANT's TP/FP/FN, timed-out items, resources
 
 
 class GoldFormatError(ValueError):
@@ -213,7 +220,12 @@ def _entities_pred(pred: str, entity_types: list[str]) -> dict[str, str]:
 
 def entity_f1(pred: str, ref: str, entity_types: list[str], where: str = "") -> tuple[float, bool]:
     """LawBench NER soft F1 of one item (character F1 per matching entity type) and whether it abstained."""
-    h, r = _entities_pred(pred, entity_types), _entities_gold(ref, where)
+    return entity_f1_parsed(pred, _entities_gold(ref, where), entity_types)
+
+
+def entity_f1_parsed(pred: str, r: dict[str, str], entity_types: list[str]) -> tuple[float, bool]:
+    """`entity_f1` with the reference already read (type -> value)."""
+    h = _entities_pred(pred, entity_types)
     if not r:
         return float(not h), False
     overlap = [char_f1(r[t], v) for t, v in h.items() if t in r]
@@ -231,43 +243,60 @@ def trigger_f1(pred: str, ref: str) -> float:
     return 2 * precision * recall / (precision + recall + 1e-10)
 
 
-def _char_edits(source: str, target: str) -> set[tuple[int, int, str]]:
-    ops = difflib.SequenceMatcher(None, source, target, autojunk=False).get_opcodes()
-    return {(i1, i2, target[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"}
+def wsjd_inputs(source: str, prediction: str, answer: str) -> tuple[str, str, str]:
+    """LawBench 2-1's (wsjd.py) preparation of one item: (source, prediction, reference) as ChERRANT gets them.
+
+    Newlines and tabs removed; a prediction more than 5 characters longer than the answer (the answer as written,
+    before its own newlines are removed) cut to the answer's length + 5; an empty prediction becomes "无内容"."""
+    prediction = re.sub(r"\n|\t", "", prediction)
+    if len(prediction) - len(answer) > 5:
+        prediction = prediction[: len(answer) + 5]
+    return re.sub(r"\n|\t", "", source), prediction or NO_CONTENT, re.sub(r"\n|\t", "", answer)
 
 
-def correction_f05(sources: list[str], predictions: list[str], references: list[str]) -> float:
-    """Corpus F0.5 of character edits (source -> prediction vs source -> reference), LawBench 2-1's preprocessing."""
-    tp = fp = fn = 0
+def correction_f05(sources: list[str], predictions: list[str], references: list[str], annotator=None,
+                   gold_cache: dict | None = None):
+    """LawBench 2-1: ChERRANT's character-level corpus F0.5 (`cherrant.py`), rounded to 4 places as LawBench reports
+    it; returns (M2Score, hypothesis annotations). `gold_cache` keeps reference annotations across calls (models
+    scored on the same task file share them)."""
+    from .cherrant import CharAnnotator, corpus_f05
+
+    annotator = annotator or CharAnnotator()
+    hyps, refs = [], []
     for src, pred, ref in zip(sources, predictions, references):
-        pred = re.sub(r"\n|\t", "", pred)
-        ref = re.sub(r"\n|\t", "", ref)
-        if len(pred) - len(ref) > 5:
-            pred = pred[: len(ref) + 5]  # LawBench truncates run-on outputs before scoring
-        pred = pred or NO_CONTENT
-        hyp_edits, ref_edits = _char_edits(src, pred), _char_edits(src, ref)
-        tp += len(hyp_edits & ref_edits)
-        fp += len(hyp_edits - ref_edits)
-        fn += len(ref_edits - hyp_edits)
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    recall = tp / (tp + fn) if tp + fn else 1.0
-    beta2 = 0.25
-    return (1 + beta2) * precision * recall / (beta2 * precision + recall) if precision + recall else 0.0
+        src, pred, ref = wsjd_inputs(src, pred, ref)
+        hyps.append(annotator.annotate(src, pred))
+        key = (src, ref)
+        gold = gold_cache.get(key) if gold_cache is not None else None
+        if gold is None:
+            gold = annotator.annotate(src, ref)
+            if gold_cache is not None:
+                gold_cache[key] = gold
+        refs.append(gold)
+    return corpus_f05(hyps, refs), hyps
 
 
 # ------------------------------------------------------------------------------------------------ gold parsing
-def _strip_prefix(answer: str, prefix: str, where: str, suffix: str = "") -> str:
-    if not answer.startswith(prefix) or (suffix and not answer.endswith(suffix)):
+def _strip_prefix(answer: str, prefixes: str | tuple[str, ...], where: str, suffix: str = "") -> str:
+    prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+    prefix = next((p for p in prefixes if answer.startswith(p)), None)
+    if prefix is None or (suffix and not answer.endswith(suffix)):
         raise GoldFormatError(f"{where}: field 'answer' is {answer[:40]!r}; this task's answers look like "
-                              f"'{prefix}…{suffix}'")
+                              + " or ".join(f"'{p}…{suffix}'" for p in prefixes))
     return answer[len(prefix): len(answer) - len(suffix) if suffix else None]
 
 
-def _gold_letter(answer: str, prefix: str, letters: str, where: str) -> str:
-    rest = _strip_prefix(answer, prefix, where)
+def _gold_letter(answer: str, prefixes: tuple[str, ...], letters: str, where: str) -> str:
+    rest = _strip_prefix(answer, prefixes, where)
     if not rest or rest[0] not in letters:
-        raise GoldFormatError(f"{where}: field 'answer' is {answer[:40]!r}; expected '{prefix}X' with X in {letters}")
+        raise GoldFormatError(f"{where}: field 'answer' is {answer[:40]!r}; expected "
+                              + " or ".join(f"'{p}X'" for p in prefixes) + f" with X in {letters}")
     return rest[0]
+
+
+# 1-2 and 3-6 (both from JEC-QA): LawBench's release writes 1-2's answers with a full-width colon and 3-6's with
+# an ASCII one (its jec_kd.py and jec_ac.py each assert their own); either is read for either task.
+ANSWER_PREFIXES = ("正确答案：", "正确答案:")
 
 
 # Task id -> (metric, name). The metric names say which rule of the module docstring scores the task.
@@ -296,96 +325,167 @@ TASKS: dict[str, tuple[str, str]] = {
 LEVELS = {"1": "Memorization", "2": "Understanding", "3": "Applying"}
 
 
-def _source_sentence(prompt: str, where: str) -> str:
+def _source_sentence(prompt: str, where: str, field: str) -> str:
+    """2-1's sentence to correct: the line after "句子：" in the prompt, as LawBench's wsjd.py finds it."""
     marker = "句子：\n"
     if marker not in prompt:
-        raise GoldFormatError(f"{where}: the question has no '句子：' line; 2-1 needs the sentence to correct")
-    return re.sub(r"\n|\t", "", prompt[prompt.index(marker) + len(marker):].split("\n")[0])
+        raise GoldFormatError(f"{where}: field {field!r} has no line '句子：' followed by the sentence to correct "
+                              "(2-1's questions end with '句子：\\n<sentence>')")
+    sentence = re.sub(r"\n|\t", "", prompt[prompt.index(marker) + len(marker):].split("\n")[0])
+    if not "".join(sentence.split()):
+        raise GoldFormatError(f"{where}: field {field!r}: the line after '句子：' is empty; 2-1 needs the sentence "
+                              "to correct there")
+    return sentence
+
+
+def _ascii_int(text: str, where: str, answer: str, form: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise GoldFormatError(f"{where}: field 'answer' is {answer[:40]!r}; expected {form}")
+    return int(text)
+
+
+def parse_answers(task: str, answers: list[str], prompts: list[str] | None = None, where: list[str] | None = None,
+                  prompt_field: str = "question") -> list:
+    """Each gold answer of a task as its scorer reads it (None for an item LawBench skips), checked first.
+
+    Runs before any generation (`run_lawbench`), so a malformed file fails in seconds, naming `where[i]` (file and
+    line, or file and item key), the field and the form the task's answers have. The checks are LawBench's own
+    (the asserts of its evaluation functions), plus what would otherwise crash its scorer."""
+    if task not in TASKS:
+        raise ValueError(f"unknown LawBench task {task!r}; valid ids: {', '.join(TASKS)}")
+    where = where if where is not None else [f"record {i}" for i in range(len(answers))]
+    metric = TASKS[task][0]
+    golds: list = []
+    for i, a in enumerate(answers):
+        w = where[i]
+        if metric == "rouge_l":
+            ref = a.replace("答案:", "") if task == "1-1" else a
+            if not ref.strip():
+                raise GoldFormatError(f"{w}: field 'answer' is empty; ROUGE-L needs a reference text")
+            golds.append(ref)
+        elif task in ("1-2", "3-6"):
+            golds.append(_gold_letter(a, ANSWER_PREFIXES, "ABCD", w))
+        elif task == "2-8":
+            golds.append(_gold_letter(a, ("[正确答案]",), "ABCDE", w))
+        elif task == "2-2":
+            label = _strip_prefix(a, "争议焦点类别：", w)[:-1]
+            if label == "赔偿":
+                golds.append(None)  # LawBench skips this label: it is not among the task's options
+            elif label not in labels()["2-2"]:
+                raise GoldFormatError(f"{w}: field 'answer' is {a[:40]!r}; expected '争议焦点类别：<label>。' with "
+                                      f"one of the {len(labels()['2-2'])} dispute labels of lawbench_labels.json")
+            else:
+                golds.append(label)
+        elif task == "2-4":
+            if a not in labels()["2-4"]:
+                raise GoldFormatError(f"{w}: field 'answer' is {a[:40]!r}; expected one of the "
+                                      f"{len(labels()['2-4'])} topic labels of lawbench_labels.json")
+            golds.append(a)
+        elif task == "3-1":
+            _strip_prefix(a, "法条:刑法第", w, suffix="条")
+            form = "'法条:刑法第N条' or '法条:刑法第N条、M条' with article numbers 1-490"
+            articles = {_ascii_int(x, w, a, form) for x in a.replace("法条:刑法第", "").replace("条", "").split("、")}
+            if not all(1 <= x <= 490 for x in articles):  # LawBench asserts it: the Criminal Law has 490 articles
+                raise GoldFormatError(f"{w}: field 'answer' is {a[:40]!r}; expected {form}")
+            golds.append(articles)
+        elif task == "3-3":
+            _strip_prefix(a, "罪名:", w)
+            golds.append(set(a.replace("罪名:", "").split(";")))
+        elif task == "2-3":
+            found = _strip_prefix(a, "类别:", w, suffix="。").split("、")
+            unknown = [x for x in found if x not in labels()["2-3"]]
+            if unknown:
+                raise GoldFormatError(f"{w}: field 'answer' has the label {unknown[0]!r}; expected '类别:<label>、"
+                                      f"<label>。' with labels among the {len(labels()['2-3'])} of lawbench_labels.json")
+            golds.append(set(found))
+        elif task == "2-9":
+            golds.append(set(a.split(";")))
+        elif task == "2-5":
+            golds.append(a.replace("回答:", ""))
+        elif task == "2-6":
+            golds.append(_entities_gold(a, w))
+        elif task == "2-10":
+            golds.append(a.split(";"))
+        elif metric == "prison_log":
+            if "死刑" in a or "无期" in a:
+                golds.append(None)  # death and life sentences: LawBench skips them
+            else:
+                _strip_prefix(a, "刑期:", w, suffix="个月")
+                golds.append(_ascii_int(a.replace("刑期:", "").replace("个月", ""), w, a, "'刑期:N个月'"))
+        elif task == "3-7":
+            _strip_prefix(a, "上文涉及到的犯罪金额:", w, suffix="元。")
+            amount = a.replace("上文涉及到的犯罪金额:", "")
+            try:
+                if "千元" in amount or "万" in amount:  # LawBench asserts plain yuan
+                    raise ValueError
+                golds.append(float(amount.replace("元。", "")))
+            except ValueError:
+                raise GoldFormatError(f"{w}: field 'answer' is {a[:40]!r}; expected '上文涉及到的犯罪金额:N元。' "
+                                      "with N a number of yuan") from None
+        elif task == "2-1":
+            if prompts is None:
+                raise ValueError(f"{w}: task 2-1 needs the prompts (the sentence to correct is in the question)")
+            golds.append((_source_sentence(prompts[i], w, prompt_field), a))
+    return golds
 
 
 def score_task(task: str, predictions: list[str], answers: list[str], prompts: list[str] | None = None,
-               source: str = "") -> TaskScore:
-    """Score one LawBench task (id such as "3-4") the way LawBench does; `source` names the file in errors."""
+               source: str = "", where: list[str] | None = None, prompt_field: str = "question",
+               cherrant=None, gold_cache: dict | None = None) -> TaskScore:
+    """Score one LawBench task (id such as "3-4") the way LawBench does.
+
+    `source` names the file in errors and `where` each item (default "{source}: record {i}"); `prompt_field` is
+    the field that holds a 2-1 prompt in that file. 2-1 uses `cherrant` (a `cherrant.CharAnnotator`; by default
+    one with ChERRANT's resources found near `source`, `cherrant.find_resource_dir`) and keeps reference
+    annotations in `gold_cache` when given."""
     if task not in TASKS:
         raise ValueError(f"{source}: unknown LawBench task {task!r}; valid ids: {', '.join(TASKS)}")
     if len(predictions) != len(answers) or not answers:
         raise ValueError(f"{source}: {len(predictions)} predictions for {len(answers)} answers")
+    where = where if where is not None else [f"{source}: record {i}" for i in range(len(answers))]
+    golds = parse_answers(task, answers, prompts, where, prompt_field)
     metric = TASKS[task][0]
-    where = lambda i: f"{source}: record {i}"  # noqa: E731
     per_item: list[float | None] = []
-    abstentions = skipped = 0
+    abstentions = 0
+    skipped = sum(g is None for g in golds)
 
     if metric == "rouge_l":
-        for i, (p, a) in enumerate(zip(predictions, answers)):
-            ref = a.replace("答案:", "") if task == "1-1" else a
-            if not ref.strip():
-                raise GoldFormatError(f"{where(i)}: field 'answer' is empty; ROUGE-L needs a reference text")
-            per_item.append(rouge_l(p, ref))
+        per_item = [rouge_l(p, g) for p, g in zip(predictions, golds)]
     elif metric == "option_accuracy":
-        if task in ("1-2", "3-6"):
-            options = list("ABCD")
-            golds = [_gold_letter(a, "正确答案：", "ABCD", where(i)) for i, a in enumerate(answers)]
-        elif task == "2-8":
-            options = list("ABCDE")
-            golds = [_gold_letter(a, "[正确答案]", "ABCDE", where(i)) for i, a in enumerate(answers)]
-        elif task == "2-2":
-            options = labels()["2-2"]
-            golds = [_strip_prefix(a, "争议焦点类别：", where(i))[:-1] for i, a in enumerate(answers)]
-        else:  # 2-4: the answer is the label itself
-            options, golds = labels()["2-4"], list(answers)
-        for i, (p, g) in enumerate(zip(predictions, golds)):
-            if task == "2-2" and g == "赔偿":
-                per_item.append(None)  # LawBench skips this label: it is not among the task's options
-                skipped += 1
+        options = {"1-2": list("ABCD"), "3-6": list("ABCD"), "2-8": list("ABCDE")}.get(task) or labels()[task]
+        for p, g in zip(predictions, golds):
+            if g is None:
+                per_item.append(None)
                 continue
-            if g not in options:
-                raise GoldFormatError(f"{where(i)}: gold option {g!r} is not one of the task's options")
             ok, abstained = option_correct(p, options, g)
             per_item.append(float(ok))
             abstentions += abstained
     elif metric == "set_f1":
-        for i, (p, a) in enumerate(zip(predictions, answers)):
-            if task == "3-1":
-                rest = _strip_prefix(a, "法条:刑法第", where(i), suffix="条").replace("条", "")
-                parts = rest.split("、")
-                if not all(x.isdigit() for x in parts):
-                    raise GoldFormatError(f"{where(i)}: field 'answer' is {a!r}; expected '法条:刑法第N条、第M条'")
-                gold, pred = {int(x) for x in parts}, article_numbers(p)
-            elif task == "3-3":
-                gold = set(_strip_prefix(a, "罪名:", where(i)).split(";"))
-                pred = set(found_options(p, labels()["3-3"]))
-            elif task == "2-3":
-                gold = set(_strip_prefix(a, "类别:", where(i), suffix="。").split("、"))
-                pred = set(found_options(p, labels()["2-3"]))
-            else:  # 2-9
-                gold, pred = set(a.split(";")), set(found_options(p, labels()["2-9"]))
+        for p, g in zip(predictions, golds):
+            pred = article_numbers(p) if task == "3-1" else set(found_options(p, labels()[task]))
             abstentions += not pred
-            per_item.append(set_f1(pred, gold))
+            per_item.append(set_f1(pred, g))
     elif metric == "char_f1":
-        per_item = [char_f1(a.replace("回答:", ""), p) for p, a in zip(predictions, answers)]
+        per_item = [char_f1(g, p) for p, g in zip(predictions, golds)]
     elif metric == "entity_f1":
-        for i, (p, a) in enumerate(zip(predictions, answers)):
-            value, abstained = entity_f1(p, a, labels()["2-6"], where(i))
+        for p, g in zip(predictions, golds):
+            value, abstained = entity_f1_parsed(p, g, labels()["2-6"])
             per_item.append(value)
             abstentions += abstained
     elif metric == "trigger_f1":
-        per_item = [trigger_f1(p, a) for p, a in zip(predictions, answers)]
+        per_item = [trigger_f1(p, ";".join(g)) for p, g in zip(predictions, golds)]
     elif metric == "prison_log":
         distances = []
-        for i, (p, a) in enumerate(zip(predictions, answers)):
-            if "死刑" in a or "无期" in a:
+        for p, g in zip(predictions, golds):
+            if g is None:
                 per_item.append(None)
-                skipped += 1
                 continue
-            months_text = _strip_prefix(a, "刑期:", where(i), suffix="个月")
-            if not months_text.isdigit():
-                raise GoldFormatError(f"{where(i)}: field 'answer' is {a!r}; expected '刑期:N个月'")
-            gold, pred = int(months_text), prison_months(p)
+            pred = prison_months(p)
             if pred is None:
                 abstentions += 1
                 distance = math.log(216)
             else:
-                distance = abs(math.log(gold + 1) - math.log(pred + 1))
+                distance = abs(math.log(g + 1) - math.log(pred + 1))
             distances.append(distance)
             per_item.append((math.log(216) - distance) / math.log(216))
         if not distances:
@@ -393,20 +493,21 @@ def score_task(task: str, predictions: list[str], answers: list[str], prompts: l
         mean = math.fsum(distances) / len(distances)
         return TaskScore((math.log(216) - mean) / math.log(216), metric, per_item, abstentions, skipped)
     elif metric == "amount_accuracy":
-        for i, (p, a) in enumerate(zip(predictions, answers)):
-            amount = _strip_prefix(a, "上文涉及到的犯罪金额:", where(i), suffix="元。")
-            try:
-                gold = float(amount)
-            except ValueError:
-                raise GoldFormatError(f"{where(i)}: amount {amount!r} in field 'answer' is not a number") from None
+        for p, g in zip(predictions, golds):
             numbers = [float(x) for x in re.findall(r"\d+\.?\d*", p)]
             abstentions += not numbers
-            per_item.append(float(gold in numbers))
+            per_item.append(float(g in numbers))
     elif metric == "correction_f05":
-        if prompts is None:
-            raise ValueError(f"{source}: task 2-1 needs the prompts (the sentence to correct is in the question)")
-        sources = [_source_sentence(q, where(i)) for i, q in enumerate(prompts)]
-        return TaskScore(correction_f05(sources, predictions, answers), metric, [None] * len(answers))
+        from .cherrant import CharAnnotator, find_resource_dir, load_resources
+
+        if cherrant is None:
+            cherrant = CharAnnotator(load_resources(find_resource_dir(*([Path(source).parent] if source else []))))
+        sources = [g[0] for g in golds]
+        m2, hyps = correction_f05(sources, predictions, [g[1] for g in golds], cherrant, gold_cache)
+        details = {"tp": m2.tp, "fp": m2.fp, "fn": m2.fn, "precision": m2.precision, "recall": m2.recall,
+                   "timed_out": [i for i, h in enumerate(hyps) if h.timed_out],
+                   "cherrant_resources": cherrant.resources.source or None}
+        return TaskScore(m2.f05, metric, [None] * len(answers), details=details)
 
     scored = [v for v in per_item if v is not None]
     if not scored:

@@ -250,8 +250,8 @@ def eval_sets(tmp_path):
     law = root / "lawbench"
     law.mkdir()
     (law / "3-1.json").write_text(json.dumps([
-        {"instruction": "根据下列事实给出法条。", "question": "事实:某甲骑车撞伤行人。", "answer": "刑法第133条"},
-        {"instruction": "根据下列事实给出法条。", "question": LAW_QUESTION, "answer": "刑法第264条"}],
+        {"instruction": "根据下列事实给出法条。", "question": "事实:某甲骑车撞伤行人。", "answer": "法条:刑法第133条"},
+        {"instruction": "根据下列事实给出法条。", "question": LAW_QUESTION, "answer": "法条:刑法第264条"}],
         ensure_ascii=False, indent=2), encoding="utf-8")
     jec = root / "jecqa"
     jec.mkdir()

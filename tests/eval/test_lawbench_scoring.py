@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from yunshan.eval.cherrant import CharAnnotator, Resources
 from yunshan.eval.lawbench_scoring import (
     GoldFormatError, article_numbers, char_f1, correction_f05, entity_f1, labels, lcs_length, option_correct,
-    prison_months, rouge_l, rouge_l_words, score_task, set_f1, trigger_f1,
+    prison_months, rouge_l, rouge_l_words, score_task, set_f1, trigger_f1, wsjd_inputs,
 )
 
 
@@ -78,6 +79,9 @@ def test_prison_score_by_hand():
     assert prison_months("六个月") == 6
     assert prison_months("1年6个月") == 6  # LawBench reads months first, whatever the years say
     assert prison_months("无法判断") is None
+    # "两" read as 2, as cn2an up to 0.5.23 reads it (0.5.24 leaves it, which moved published 3-x scores by up to
+    # 0.26 point; pyproject.toml pins cn2an below it)
+    assert prison_months("判处有期徒刑两年") == 24
     preds, golds = ["有期徒刑一年", "刑期8个月", "不知道", "判处死刑"], ["刑期:8个月", "刑期:8个月", "刑期:8个月", "刑期:死刑"]
     score = score_task("3-4", preds, golds)
     d = [abs(math.log(9) - math.log(13)), 0.0, math.log(216)]
@@ -118,11 +122,26 @@ def test_trigger_f1_and_amount_accuracy():
 
 
 def test_correction_f05_by_hand():
+    plain = CharAnnotator(Resources())  # ChERRANT (cherrant.py) without its Cilin and confusion files
     src, ref = "他门去了学校", "他们去了学校"
-    assert correction_f05([src], [ref], [ref]) == pytest.approx(1.0)
-    assert correction_f05([src], [src], [ref]) == pytest.approx(0.0)  # no edit: recall 0
-    # One right edit and one wrong: P = 1/2, R = 1 -> F0.5 = 1.25 * 0.5 / (0.25 * 0.5 + 1) = 5/9.
-    assert correction_f05([src], ["他们去了学院"], [ref]) == pytest.approx(5 / 9)
+    assert correction_f05([src], [ref], [ref], plain)[0].f05 == 1.0
+    assert correction_f05([src], [src], [ref], plain)[0].f05 == 0.0  # no edit: recall 0
+    # One right edit and one wrong: P = 1/2, R = 1 -> F0.5 = 1.25 * 0.5 / (0.25 * 0.5 + 1) = 5/9, to 4 places.
+    assert correction_f05([src], ["他们去了学院"], [ref], plain)[0].f05 == round(5 / 9, 4)
+
+
+def test_lawbench_2_1_preparation():
+    # newlines and tabs out; a prediction more than 5 characters longer than the answer as written cut to its
+    # length + 5 (the answer's own newlines count in that length); an empty prediction is "无内容"
+    assert wsjd_inputs("他门\t去", "他们去\n", "他们去") == ("他门去", "他们去", "他们去")
+    assert wsjd_inputs("甲", "一二三四五六七八九十", "甲乙\n") == ("甲", "一二三四五六七八", "甲乙")
+    assert wsjd_inputs("甲", "\n\n", "甲") == ("甲", "无内容", "甲")
+    prompt = "纠正下面句子中的错误。句子：\n他门去了学校。"
+    scored = score_task("2-1", ["他们去了学校。", "他门去了学校。"], ["他们去了学校。"] * 2, [prompt] * 2,
+                        cherrant=CharAnnotator(Resources()))
+    assert (scored.details["tp"], scored.details["fp"], scored.details["fn"]) == (1, 0, 1)
+    assert scored.score == round(1.25 * 1.0 * 0.5 / (0.25 * 1.0 + 0.5), 4) and scored.details["timed_out"] == []
+    assert scored.details["cherrant_resources"] is None  # said in the result: scored without ChERRANT's files
 
 
 def test_score_task_option_tasks_and_gold_errors():

@@ -69,7 +69,7 @@ def test_unlisted_subject_and_missing_dev(tmp_path, writers):
 def test_lawbench_and_jecqa_errors(tmp_path, writers):
     root = writers.lawbench(tmp_path / "l")
     (root / "2-9.json").write_text(json.dumps([{"instruction": "x", "question": "y"}]), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"2-9.json: record 0 has no string field 'answer'"):
+    with pytest.raises(ValueError, match=r"2-9.json:1: record 0 field 'answer' is missing"):
         load_lawbench(root)
     f = writers.jecqa(tmp_path / "j" / "0_test.json")
     lines = f.read_text(encoding="utf-8").splitlines()
