@@ -96,7 +96,7 @@ def test_published_2_1_reproduced():
                             gold_cache=gold_cache)
         assert 100 * scored.score == pytest.approx(published[(model, "2-1")]["score"], abs=TOLERANCE), model
         assert scored.details["cherrant_resources"] == cherrant.resources.source
-    assert len(gold_cache) == 500  # the three files share their 500 reference annotations
+    assert len(gold_cache) >= 500  # reference annotations kept across files (the models were run on two data versions)
 
 
 def test_a_real_task_file_with_one_broken_answer_is_refused_at_its_line(tmp_path):
