@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,6 +205,12 @@ class BaseTokenizer:
         if self.kind == "byte_level":
             if norm is not None:
                 return None
+            # A Digits step in front (SmolLM2, StarCoder): numbers apart first, then the byte-level split of the rest.
+            digits = None
+            if pre.get("type") == "Sequence" and (pre.get("pretokenizers") or [{}])[0].get("type") == "Digits":
+                digits = regex.compile(r"\p{N}" if pre["pretokenizers"][0].get("individual_digits") else r"\p{N}+")
+                rest = pre["pretokenizers"][1:]
+                pre = rest[0] if len(rest) == 1 else {"type": "Sequence", "pretokenizers": rest}
             pattern = None
             if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
                 pattern = GPT2_SPLIT
@@ -230,6 +238,20 @@ class BaseTokenizer:
                 if end < len(text):
                     pieces.append(text[end:])
                 return pieces
+
+            if digits is not None:
+                split_rest = split_text
+
+                def split_text(text: str) -> list[str]:
+                    pieces, end = [], 0
+                    for match in digits.finditer(text):
+                        if match.start() > end:
+                            pieces += split_rest(text[end:match.start()])
+                        pieces.append(match.group())
+                        end = match.end()
+                    if end < len(text):
+                        pieces += split_rest(text[end:])
+                    return pieces
 
             def to_model(piece: str) -> str:
                 return piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)
@@ -268,38 +290,36 @@ class BaseTokenizer:
 
         return split, to_model
 
-    def count_words(self, documents) -> Counter:
-        """Frequency of every training word (model space, `training_words`) over an iterable of documents.
+    def word_splitter(self, documents: list[str]) -> tuple[Callable[[str], list[str]], Callable[[str], str] | None]:
+        """(split, to_model) for counting: split(document) -> pieces, to_model(piece) -> the model-space training word
+        (run once per unique piece), or to_model None when split already gives training words.
 
-        Fast path for the common pipelines (a byte-level split regex plus the byte mapping, as GPT-2, Llama-3 and
-        Qwen without normaliser; the two SentencePiece-style "▁" layouts): the `regex` module splits each document
-        and the byte mapping runs once per unique piece. `tokenizers`' own `pre_tokenize_str` spends most of its
-        time building offsets for every piece, which counting does not need. The fast path is used only after it
-        matched the `tokenizers` pipeline word for word on the first documents of the corpus; otherwise (and for
-        every other pipeline) `training_words()` does the counting.
-        """
-        counter: Counter = Counter()
-        documents = iter(documents)
+        The fast path (the base's split regex in the `regex` module, the byte mapping once per unique piece; for the
+        common pipelines: a byte-level split regex plus the byte mapping, optionally after a Digits step, as GPT-2,
+        Llama-3, Qwen and SmolLM2 without normaliser; the two SentencePiece-style "▁" layouts) is used only after it
+        matched the `tokenizers` pipeline word for word on `documents` (the first ones of the corpus); otherwise
+        `training_words` is the split. `tokenizers`' own `pre_tokenize_str` spends most of its time building offsets
+        for every piece, which counting does not need."""
         fast = self._fast_splitter()
         if fast is None:
-            for text in documents:
-                counter.update(self.training_words(text))
-            return counter
+            return self.training_words, None
         split, to_model = fast
-        raw: Counter = Counter()
-        for checked, text in enumerate(documents):
-            pieces = split(text)
-            if checked < FAST_PATH_CHECK_DOCUMENTS and [to_model(p) for p in pieces] != self.training_words(text):
+        for text in documents:
+            if [to_model(p) for p in split(text)] != self.training_words(text):
                 self.notes.append("the fast word count did not match the tokenizers pipeline on this corpus; "
                                   "counted with the pipeline instead")
-                counter.update(self.training_words(text))
-                for rest in documents:
-                    counter.update(self.training_words(rest))
-                break
-            raw.update(pieces)
-        for piece, count in raw.items():
-            counter[to_model(piece)] += count
-        return counter
+                return self.training_words, None
+        return split, to_model
+
+    def count_words(self, documents, processes: int = 1) -> Counter:
+        """Frequency of every training word (model space, `training_words`) over an iterable of documents, counted
+        in `processes` worker processes when the documents are many (`parallel.Workers`)."""
+        from .parallel import Workers
+
+        documents = iter(documents)
+        head = list(itertools.islice(documents, FAST_PATH_CHECK_DOCUMENTS))
+        with Workers(processes, *self.word_splitter(head)) as workers:
+            return workers.count(itertools.chain(head, documents))
 
     def segment(self, word: str) -> list[int]:
         """The base model's segmentation of one pre-tokenised word (every base merge applied)."""

@@ -10,14 +10,19 @@ files whose name does not say it; the `.txt` rule (one document per paragraph, `
 bad-record policy and reasons (`--on-bad-record fail` stops at the first unusable record naming file, line and field;
 `skip` skips it and counts it by reason in the report, per file).
 
+The words are counted over a seeded sample of at most `--sample-chars` characters (`sample_documents`; the whole
+corpus when it is smaller), so that the memory and time of an extension stay bounded whatever the corpus size: the
+sample is what the counts, the segmentation and the merge loop hold, and the report states its size and seed.
 Counting is the base pipeline's normaliser and pre-tokeniser per document plus a `collections.Counter` over the
-resulting words (C); no Python loop touches single characters (see `BaseTokenizer.count_words` for the fast path).
+resulting words (C), in one worker process per core (`parallel.py`); no Python loop touches single characters (see
+`BaseTokenizer.word_splitter` for the fast path).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
+import heapq
+import random
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,6 +30,9 @@ from yunshan.data.records import TXT_DOCUMENTS
 from yunshan.data.sources import SourceArgs, resolve_files, source_texts
 
 ON_BAD_RECORD = ("fail", "skip")
+# Documents longer than this are sampled in pieces of at most this many characters (cut after a line break where
+# one is near), so that one long document cannot outgrow the sample.
+SAMPLE_PIECE_CHARS = 1_000_000
 FIX = ("Fix the file (--text-field names the field that holds the text, --format the format of a file whose name does "
        "not say it), or pass --on-bad-record skip to skip unusable records and count them by reason.")
 
@@ -38,13 +46,28 @@ class CorpusFileStats:
 
 
 @dataclass
+class CorpusSample:
+    """The part of the corpus whose words are counted."""
+
+    limit: int              # most characters counted (0: the whole corpus)
+    seed: int
+    characters: int = 0     # characters counted
+    documents: int = 0      # documents counted (pieces of a document longer than SAMPLE_PIECE_CHARS count apart)
+    whole_corpus: bool = True
+
+
+@dataclass
 class CorpusStats:
     files: list[CorpusFileStats] = field(default_factory=list)
-    words: int = 0          # pre-tokenised words, with repetition
+    sample: CorpusSample | None = None
+    words: int = 0          # pre-tokenised words of the sample, with repetition
     unique_words: int = 0
 
     def as_dict(self) -> dict:
-        return {"files": [asdict(f) for f in self.files], "words": self.words, "unique_words": self.unique_words}
+        return {"files": [asdict(f) for f in self.files],
+                "characters": sum(f.characters for f in self.files),
+                "sample": asdict(self.sample) if self.sample is not None else None,
+                "words": self.words, "unique_words": self.unique_words}
 
 
 def corpus_files(paths: list[str | Path], *, format: str = "auto", what: str = "--corpus") -> list[str]:
@@ -95,9 +118,48 @@ def _source(paths, format: str, text_field: str, txt_document: str) -> SourceArg
                       txt_document=txt_document, shuffle=False)
 
 
-def count_words(documents: Iterator[str], base, stats: CorpusStats) -> Counter:
-    """Frequency of every pre-tokenised word of the base pipeline over the documents (`BaseTokenizer.count_words`)."""
-    counter = base.count_words(documents)
-    stats.words = sum(counter.values())
-    stats.unique_words = len(counter)
-    return counter
+def sample_documents(documents: Iterable[str], sample: CorpusSample) -> Iterable[str]:
+    """The documents to count: all of them, streamed, when `sample.limit` is 0; otherwise a seeded sample of at most
+    `sample.limit` characters, in corpus order (the whole corpus when it is no larger).
+
+    Each document (or piece of a long one) draws a random key in corpus order; the sample keeps the smallest keys,
+    dropping the largest while the kept text is over the limit, so it holds at most `limit` characters at any time
+    and the same corpus and seed give the same sample."""
+    if sample.limit <= 0:
+        return _counted(documents, sample)
+    rng = random.Random(sample.seed)
+    kept: list[tuple[float, int, str]] = []  # (-key, order, text): the largest key on top
+    size = order = 0
+    for text in documents:
+        for piece in _pieces(text, min(SAMPLE_PIECE_CHARS, sample.limit)):
+            heapq.heappush(kept, (-rng.random(), order, piece))
+            order += 1
+            size += len(piece)
+            while size > sample.limit:
+                size -= len(heapq.heappop(kept)[2])
+                sample.whole_corpus = False
+    kept.sort(key=lambda entry: entry[1])
+    sample.characters, sample.documents = size, len(kept)
+    return [text for _, _, text in kept]
+
+
+def _counted(documents: Iterable[str], sample: CorpusSample) -> Iterator[str]:
+    for text in documents:
+        sample.characters += len(text)
+        sample.documents += 1
+        yield text
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    """`text` in pieces of at most `size` characters, each cut after a line break followed by text where there is one
+    in the second half of the piece (a cut there splits no word of any pre-tokeniser that yunshan knows)."""
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = text.rfind("\n", start + size // 2, end)
+        while cut > 0 and cut + 1 < end and text[cut + 1].isspace():
+            cut = text.rfind("\n", start + size // 2, cut)
+        end = cut + 1 if cut > 0 else end
+        yield text[start:end]
+        start = end
+    yield text[start:] if start else text

@@ -17,24 +17,31 @@ token emitted on its own text, `verify.py`); a token that fails is removed with 
 check repeats. Files are written to a temporary folder beside `--out` and moved into place only when everything
 succeeded, so a failed run leaves `--out` untouched. The same inputs always give byte-identical files.
 
-Performance: the corpus is normalised, pre-tokenised and segmented by the `tokenizers` library (Rust), once per
-unique word; only the merge loop (`continued_bpe.py`) is Python.
+Scale: the words are counted over a seeded sample of at most `--sample-chars` characters (50 M by default; the whole
+corpus when it is smaller, and the report says which), so memory and time are bounded whatever the corpus size. The
+sample is cut into words by the base's own pre-tokeniser (or its verified regex) and each unique word segmented by
+its BPE model (Rust), both in one worker process per core (`parallel.py`); the merge loop (`continued_bpe.py`)
+updates flat numpy arrays. benchmarks/tokenizer_scale.py measures it beside the `tokenizers` library's BpeTrainer on
+the real laws corpus up to 1 GB.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .base import BaseTokenizer, extended_proto_bytes, load_base_tokenizer
-from .bpe_encoder import MergeListTable, PieceTable, apply_merges
-from .continued_bpe import LearnedStep, learn_continued_bpe
+import numpy as np
+
+from .base import FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
+from .bpe_encoder import MergeListTable, PieceTable
+from .continued_bpe import LearnedStep, Pieces, learn_continued_bpe
 from .conventions import detect_conventions
-from .corpus import CorpusStats, corpus_files, count_words, read_corpus
+from .parallel import Workers, available_cores
+from .corpus import CorpusSample, CorpusStats, corpus_files, read_corpus, sample_documents
 from .verify import check_base_preserved, find_dead_tokens
 from .word_lists import build_merge_chains, load_word_list, resolve_word_lists
 
@@ -69,6 +76,13 @@ class ExtendArgs:
     on_bad_record: str = field(default="fail", metadata={
         "help": "fail (stop at the first unusable record: file, line, field) or skip (skip and count by reason), as "
                 "yunshan cpt's data.on_bad_record"})
+    sample_chars: int = field(default=50_000_000, metadata={
+        "help": "count the words of at most this many characters of the corpus: a seeded sample of its documents "
+                "when it is larger (the report states its size), so that memory and time stay bounded whatever "
+                "the corpus size; 0 counts the whole corpus"})
+    seed: int = field(default=0, metadata={"help": "seed of the --sample-chars sample"})
+    processes: int = field(default=0, metadata={
+        "help": "worker processes that count the corpus (0: one per core this process may run on)"})
     report_texts: list[str] = field(default_factory=list, metadata={
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={
@@ -97,6 +111,10 @@ def _check_args(args: ExtendArgs) -> None:
             raise ValueError(f"--{name} is required: {_help(name)}")
     if not isinstance(args.new_tokens, int) or args.new_tokens < 0:
         raise ValueError(f"--new-tokens {args.new_tokens!r}: give a whole number >= 0")
+    if not isinstance(args.sample_chars, int) or args.sample_chars < 0:
+        raise ValueError(f"--sample-chars {args.sample_chars!r}: give a whole number of characters >= 0 (0: all)")
+    if not isinstance(args.processes, int) or args.processes < 0:
+        raise ValueError(f"--processes {args.processes!r}: give a whole number >= 0 (0: one per core)")
     if args.min_frequency < 1:
         raise ValueError(f"--min-frequency {args.min_frequency}: give a whole number >= 1")
     if args.max_token_chars is not None and args.max_token_chars < 2:
@@ -142,21 +160,50 @@ def _token_chars(base: BaseTokenizer):
 # Training pieces longer than this many tokens are cut (losing one pair per cut): the merge loop's cost grows with
 # the length of the pieces, and a long run of Chinese without punctuation is one word.
 MAX_PIECE_TOKENS = 64
+def _initial_pieces(base: BaseTokenizer, counts: np.ndarray, ids: np.ndarray, lengths: np.ndarray,
+                    vocab: dict[str, int], mergeable, segmenter_vocab: dict[str, int]
+                    ) -> tuple[Pieces, dict[int, tuple[str, int]]]:
+    """The training pieces in flat arrays (`continued_bpe.Pieces`) from the segmentation of each unique word (`ids`
+    one word after another, `lengths`; `counts` per word), as `_segmenter`'s model gave it (the base model, with the
+    word-list chains appended when there are any: they rank after every base merge, so this is the base
+    segmentation with the chains applied).
 
-
-def _initial_segmentations(base: BaseTokenizer, counter, strings, vocab, mergeable, table, chain_results: set[str]):
-    """The training pieces: each unique word as base tokens (+ chains), as (segmentation, count) lists.
-
-    Characters the base spells in byte-fallback tokens become pending symbols (negative ids). Pieces are cut at
-    MAX_PIECE_TOKENS; identical pieces are counted together.
+    Characters the base spells in byte-fallback tokens become pending symbols (negative ids, numbered in word
+    order). Pieces are cut at MAX_PIECE_TOKENS; a piece of one token (nothing to merge) is left out.
     """
-    # A chain merge can only start on a piece holding a left half of some chain result: test that first (a C-level
-    # set intersection) and run the Python encoder on those pieces only.
-    chain_lefts = {vocab[r[:cut]] for r in chain_results for cut in range(1, len(r)) if r[:cut] in vocab}
+    # The segmenter numbers the chain tokens as the written tokenizer will; map them to this run's ids all the same.
+    remap = {i: vocab[s] for s, i in segmenter_vocab.items() if vocab.get(s) != i}
+    if remap:
+        table = np.arange(max(segmenter_vocab.values()) + 1, dtype=np.int32)
+        for old, new in remap.items():
+            table[old] = new
+        ids = table[ids]
+    lengths = lengths.astype(np.int64)
+    starts = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
     pending: dict[int, tuple[str, int]] = {}
-    pending_id: dict[str, int] = {}
-    pieces: Counter = Counter()
     byte_value = {i: int(t[3:5], 16) for i, t in enumerate(base.id_to_token) if t and base.is_byte_token(i)}
+    if byte_value and len(ids):
+        ids, lengths, starts = _with_pending(ids, lengths, starts, byte_value, vocab, mergeable, pending)
+    # Cut every word into pieces of at most MAX_PIECE_TOKENS tokens (piece k of a word starts at k * MAX): arrays
+    # per piece only; the tokens stay where they are, but for the one-token pieces, which are left out.
+    per_word = (lengths + MAX_PIECE_TOKENS - 1) // MAX_PIECE_TOKENS
+    word_of_piece = np.repeat(np.arange(len(lengths)), per_word)
+    index_in_word = np.arange(len(word_of_piece)) - np.repeat(np.cumsum(per_word) - per_word, per_word)
+    piece_start = starts[word_of_piece] + index_in_word * MAX_PIECE_TOKENS
+    piece_length = np.minimum(starts[word_of_piece + 1] - piece_start, MAX_PIECE_TOKENS)
+    del index_in_word
+    keep = (piece_length > 1) | (ids[piece_start] < 0)
+    kept = np.ones(len(ids), dtype=bool)
+    kept[piece_start[~keep]] = False
+    offsets = np.concatenate([[0], np.cumsum(piece_length[keep])]).astype(np.int64)
+    return Pieces(ids[kept].astype(np.int32), offsets, counts[word_of_piece[keep]].astype(np.int64)), pending
+
+
+def _with_pending(ids, lengths, starts, byte_value, vocab, mergeable, pending):
+    """Words whose segmentation holds byte-fallback tokens, with each character those bytes spell as its token (if
+    the vocabulary has it and it may merge) or as a pending symbol."""
+    pending_id: dict[str, int] = {}
 
     def pending_symbol(char: str) -> int:
         if char not in pending_id:
@@ -164,51 +211,50 @@ def _initial_segmentations(base: BaseTokenizer, counter, strings, vocab, mergeab
             pending[pending_id[char]] = (char, len(char.encode("utf-8")))
         return pending_id[char]
 
-    def flush(piece: list[int], count: int) -> None:
-        if chain_lefts and len(piece) > 1 and not chain_lefts.isdisjoint(piece):
-            # Chain merges rank after every base merge: applied to the finished base segmentation; pending
-            # characters split the piece, no merge can cross them.
-            parts, current = [], []
-            for idx in piece:
-                if idx < 0:
-                    parts += [apply_merges(current, table), [idx]]
-                    current = []
+    is_byte = np.zeros(max(int(ids.max()), max(byte_value)) + 1, dtype=bool)
+    is_byte[list(byte_value)] = True
+    marked = np.concatenate([[0], np.cumsum(is_byte[ids])])
+    has_bytes = np.flatnonzero(marked[starts[1:]] > marked[starts[:-1]])
+    if not len(has_bytes):
+        return ids, lengths, starts
+    segments = [ids[starts[i]:starts[i + 1]] for i in range(len(lengths))]
+    for i in has_bytes.tolist():
+        out: list[int] = []
+        buffer = bytearray()
+        for idx in segments[i].tolist() + [None]:
+            if idx in byte_value:
+                buffer.append(byte_value[idx])
+                continue
+            if buffer:
+                try:
+                    chars = buffer.decode("utf-8")
+                except UnicodeDecodeError:  # cannot happen for decoded text; keep the bytes as they are
+                    out += [vocab[f"<0x{b:02X}>"] for b in buffer]
                 else:
-                    current.append(idx)
-            piece = [i for part in parts + [apply_merges(current, table)] for i in part]
-        if len(piece) > 1 or (piece and piece[0] < 0):
-            pieces[tuple(piece)] += count
+                    for char in chars:
+                        known = vocab.get(char)
+                        out.append(known if known is not None and mergeable(known) else pending_symbol(char))
+                buffer.clear()
+            if idx is not None:
+                out.append(idx)
+        segments[i] = np.array(out, dtype=np.int32)
+    lengths = np.fromiter((len(s) for s in segments), np.int64, len(segments))
+    starts = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return np.concatenate(segments).astype(np.int32), lengths, starts
 
-    for word, count in counter.items():
-        seg = base.segment(word)
-        if byte_value and not byte_value.keys().isdisjoint(seg):
-            out: list[int] = []
-            buffer = bytearray()
-            for idx in seg + [None]:
-                if idx in byte_value:
-                    buffer.append(byte_value[idx])
-                    continue
-                if buffer:
-                    try:
-                        chars = buffer.decode("utf-8")
-                    except UnicodeDecodeError:  # cannot happen for decoded text; keep the bytes as they are
-                        out += [vocab[f"<0x{b:02X}>"] for b in buffer]
-                    else:
-                        for char in chars:
-                            known = vocab.get(char)
-                            out.append(known if known is not None and mergeable(known) else pending_symbol(char))
-                    buffer.clear()
-                if idx is not None:
-                    out.append(idx)
-            seg = out
-        piece: list[int] = []
-        for idx in seg:
-            piece.append(idx)
-            if len(piece) == MAX_PIECE_TOKENS:
-                flush(piece, count)
-                piece = []
-        flush(piece, count)
-    return [list(p) for p in pieces], list(pieces.values()), pending
+
+def _segmenter(base: BaseTokenizer, chain_records: list[_Record]):
+    """The BPE model that segments a training word (a `tokenizers` model: no normaliser, pre-tokeniser or added
+    tokens, the words are pre-tokenised already) and its vocabulary of new tokens: the base model, or the base with
+    the word-list chains appended as the written tokenizer will have them."""
+    if not chain_records:
+        return base.backend.model, {}
+    from tokenizers import Tokenizer
+
+    new_strings, merges = _assemble(base, chain_records)
+    model = Tokenizer.from_str(_build_files(base, new_strings, merges)["tokenizer.json"].decode("utf-8")).model
+    return model, {s: len(base.id_to_token) + i for i, s in enumerate(new_strings)}
 
 
 def _prune(records: list[_Record], dead: set[str], base_vocab: dict[str, int]) -> list[_Record]:
@@ -316,8 +362,9 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     def violation(string: str) -> str | None:
         return conventions.violation(base.token_bytes(string))
 
+    forbidden = conventions.as_dict()["forbidden_transitions"]
     log(f"base conventions: {conventions.digits}; no new token joins "
-        f"{', '.join(conventions.as_dict()['forbidden_transitions'][:6])}...")
+        f"{', '.join(sorted(forbidden, key=lambda t: ('+' in t, t))[:6])}... ({len(forbidden)} class pairs)")
     # The word-list chains need no corpus: built (and checked against --new-tokens) before the corpus is read.
     chain_steps, term_results = build_merge_chains(base, terms, strings=strings, vocab=vocab, table=table,
                                                    mergeable=mergeable, reserved=base.reserved_strings,
@@ -327,36 +374,52 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
                          "--new-tokens or shorten the word lists")
 
-    stats = CorpusStats()
-    documents = read_corpus(corpus, format=args.format, text_field=args.text_field, txt_document=args.txt_document,
-                            on_bad_record=args.on_bad_record, stats=stats)
-    counter = count_words(documents, base, stats)
-    counted = time.perf_counter()
-    bad = sum(n for f in stats.files for n in f.bad.values())
-    log(f"corpus: {sum(f.documents for f in stats.files):,} documents in {len(corpus)} file{'s' * (len(corpus) > 1)}"
-        + (f" ({bad:,} unusable records skipped)" if bad else "")
-        + f", {stats.words:,} words ({stats.unique_words:,} unique) in {counted - started:.1f}s")
-
-    words, counts, pending = _initial_segmentations(base, counter, strings, vocab, mergeable, table,
-                                                    {s.string for s in chain_steps})
-    learned = learn_continued_bpe(
-        words, counts, strings=strings, vocab=vocab, new_token_budget=args.new_tokens - chain_new,
-        min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
-        pending=pending,
-        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
-        violation=violation)
-    log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
-        f"(stopped: {learned.stop_reason})")
-
     def record(step: LearnedStep, source: str) -> _Record:
         left = strings[step.left] if step.left is not None else None
         right = strings[step.right] if step.right is not None else None
         return _Record(step.kind, left, right, step.string, source, step.gain)
 
-    records = [record(s, "word_list") for s in chain_steps] + [record(s, "corpus") for s in learned.steps]
-    if base.kind == "sentencepiece":
+    def kept(records: list[_Record]) -> list[_Record]:
         # A SentencePiece model joins any two pieces that form a piece: "free" merges need no record.
-        records = [r for r in records if r.kind != "free"]
+        return [r for r in records if r.kind != "free"] if base.kind == "sentencepiece" else records
+
+    chain_records = kept([record(s, "word_list") for s in chain_steps])
+    stats = CorpusStats(sample=CorpusSample(limit=args.sample_chars, seed=args.seed))
+    documents = read_corpus(corpus, format=args.format, text_field=args.text_field, txt_document=args.txt_document,
+                            on_bad_record=args.on_bad_record, stats=stats)
+    processes = args.processes or available_cores()
+    documents = sample_documents(documents, stats.sample)
+    documents = iter(documents)
+    head = list(itertools.islice(documents, FAST_PATH_CHECK_DOCUMENTS))
+    model, segmenter_vocab = _segmenter(base, chain_records)
+    with Workers(processes, *base.word_splitter(head), model=model) as workers:
+        counter = workers.count(itertools.chain(head, documents))
+        stats.words, stats.unique_words = sum(counter.values()), len(counter)
+        counted = time.perf_counter()
+        bad = sum(n for f in stats.files for n in f.bad.values())
+        read = sum(f.characters for f in stats.files)
+        log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {read:,} characters in {len(corpus)} "
+            f"file{'s' * (len(corpus) > 1)}" + (f" ({bad:,} unusable records skipped)" if bad else "")
+            + ("" if stats.sample.whole_corpus else f"; counted a seeded sample of {stats.sample.characters:,} "
+               f"characters (--sample-chars {args.sample_chars:,}, --seed {args.seed})")
+            + f": {stats.words:,} words ({stats.unique_words:,} unique) in {counted - started:.1f}s "
+              f"({processes} process{'es' * (processes > 1)})")
+        del documents, head  # the sample's text
+        counts = np.fromiter(counter.values(), np.int64, len(counter))
+        ids, lengths = workers.segment(list(counter))
+    del counter
+    pieces, pending = _initial_pieces(base, counts, ids, lengths, vocab, mergeable, segmenter_vocab)
+    del counts, ids, lengths
+    learned = learn_continued_bpe(
+        pieces, strings=strings, vocab=vocab, new_token_budget=args.new_tokens - chain_new,
+        min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
+        pending=pending,
+        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
+        violation=violation)
+    del pieces
+    log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
+        f"(stopped: {learned.stop_reason})")
+    records = chain_records + kept([record(s, "corpus") for s in learned.steps])
 
     from tokenizers import Tokenizer
 
@@ -409,7 +472,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         "terms": {"total": len(terms), "by_status": status_counts,
                   "not_added": [{"term": t.term, "status": t.status} for t in term_results
                                 if t.status not in ("added", "already_one_token")]},
-        "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite", "report_texts")},
+        "args": {k: v for k, v in asdict(args).items() if k not in ("out", "overwrite", "report_texts", "processes")},
         "notes": base.notes,
         "files": sorted([*files, REPORT_FILE]),  # what --overwrite may replace later (_check_replaceable)
     }

@@ -162,3 +162,167 @@ def test_fast_word_count_equals_the_tokenizers_pipeline(kind, bases, corpus):
     fast = base.count_words(docs)
     assert base.notes == [] or kind == "metaspace" and "not copied" in base.notes[0]
     assert fast == Counter(w for d in docs for w in base.training_words(d))
+
+
+def reference_continued_bpe(words, counts, *, strings, vocab, new_token_budget, min_frequency=2, blocked=frozenset(),
+                            pending=None, reserved=frozenset(), max_token_chars=None, token_chars=len):
+    """The previous implementation of the loop (per word, Python lists; yunshan before the flat arrays), kept here as
+    the oracle the array version must reproduce step for step (so `duplicates` pairs some of its lines with
+    tokenizer/continued_bpe.py on purpose)."""
+    import heapq
+    from collections import defaultdict
+
+    pending = dict(pending or {})
+    words = [list(w) for w in words]
+    counts = list(counts)
+
+    def cost(word):
+        return len(word) + sum(pending[s][1] - 1 for s in word if s < 0)
+
+    tokens_before = sum(cost(w) * c for w, c in zip(words, counts))
+    pair_count, where = defaultdict(int), defaultdict(set)
+    char_count, char_where = defaultdict(int), defaultdict(set)
+    for wi, (word, count) in enumerate(zip(words, counts)):
+        for a, b in zip(word, word[1:]):
+            if a >= 0 and b >= 0 and a not in blocked and b not in blocked:
+                pair_count[(a, b)] += count
+                where[(a, b)].add(wi)
+        for s in word:
+            if s < 0:
+                char_count[s] += count
+                char_where[s].add(wi)
+
+    def char_gain(s):
+        return char_count[s] * (pending[s][1] - 1)
+
+    heap = [(-c, 1, a, b) for (a, b), c in pair_count.items() if c >= min_frequency]
+    heap += [(-char_gain(s), 0, s, 0) for s, c in char_count.items() if c >= min_frequency and pending[s][1] > 1]
+    heapq.heapify(heap)
+    dead, steps, created = set(), [], 0
+
+    def commit(delta):
+        for pair, change in delta.items():
+            if change == 0:
+                continue
+            total = pair_count.get(pair, 0) + change
+            if total <= 0:
+                pair_count.pop(pair, None)
+                where.pop(pair, None)
+                continue
+            pair_count[pair] = total
+            if change > 0 and total >= min_frequency and pair not in dead:
+                heapq.heappush(heap, (-total, 1, pair[0], pair[1]))
+
+    while heap and created < new_token_budget:
+        neg_gain, kind, x, y = heapq.heappop(heap)
+        delta = defaultdict(int)
+        if kind == 0:
+            if x not in char_count:
+                continue
+            current = char_gain(x)
+            if current != -neg_gain:
+                if 0 < current < -neg_gain:
+                    heapq.heappush(heap, (-current, 0, x, 0))
+                continue
+            token = len(strings)
+            strings.append(pending[x][0])
+            vocab[pending[x][0]] = token
+            created += 1
+            steps.append(("char", None, None, token, current))
+            for wi in sorted(char_where.pop(x)):
+                word, count = words[wi], counts[wi]
+                for i, s in enumerate(word):
+                    if s != x:
+                        continue
+                    word[i] = token
+                    if i > 0 and word[i - 1] >= 0 and word[i - 1] not in blocked:
+                        delta[(word[i - 1], token)] += count
+                        where[(word[i - 1], token)].add(wi)
+                    if i + 1 < len(word) and word[i + 1] >= 0 and word[i + 1] not in blocked:
+                        delta[(token, word[i + 1])] += count
+                        where[(token, word[i + 1])].add(wi)
+            del char_count[x]
+            commit(delta)
+            continue
+        pair = (x, y)
+        current = pair_count.get(pair, 0)
+        if current != -neg_gain:
+            if min_frequency <= current < -neg_gain and pair not in dead:
+                heapq.heappush(heap, (-current, 1, x, y))
+            continue
+        string = strings[x] + strings[y]
+        existing = vocab.get(string)
+        too_long = max_token_chars is not None and existing is None and token_chars(string) > max_token_chars
+        if string in reserved or too_long:
+            dead.add(pair)
+            continue
+        if existing is None:
+            token = len(strings)
+            strings.append(string)
+            vocab[string] = token
+            created += 1
+            kind_name = "merge"
+        else:
+            token, kind_name = existing, "free"
+        saved = 0
+        for wi in sorted(where.pop(pair, ())):
+            word, count = words[wi], counts[wi]
+            i = 0
+            while True:
+                try:
+                    i = word.index(x, i)
+                except ValueError:
+                    break
+                if i + 1 < len(word) and word[i + 1] == y:
+                    delta[pair] -= count
+                    if i > 0:
+                        left = word[i - 1]
+                        if left >= 0 and left not in blocked:
+                            delta[(left, x)] -= count
+                            delta[(left, token)] += count
+                            where[(left, token)].add(wi)
+                    if i + 2 < len(word):
+                        right = word[i + 2]
+                        if right >= 0 and right not in blocked:
+                            delta[(y, right)] -= count
+                            delta[(token, right)] += count
+                            where[(token, right)].add(wi)
+                    word[i:i + 2] = [token]
+                    saved += count
+                i += 1
+        steps.append((kind_name, x, y, token, saved))
+        dead.add(pair)
+        commit(delta)
+    tokens_after = sum(cost(w) * c for w, c in zip(words, counts))
+    return steps, tokens_before, tokens_after
+
+
+# Words over "abc", a byte token "<0xE8>" that never merges (id 3), the existing token "ab" (id 4) and two characters
+# the base spells in bytes (-1: 3 bytes, -2: 2 bytes).
+SYMBOLS = st.sampled_from([0, 1, 2, 3, 4, -1, -2])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.lists(SYMBOLS, min_size=1, max_size=12), st.integers(1, 5)), min_size=1, max_size=15),
+       st.integers(0, 10), st.integers(1, 3), st.sampled_from([None, 2, 3]), st.booleans())
+def test_array_loop_reproduces_the_per_word_loop(entries, budget, min_frequency, max_chars, reserve):
+    """Pending characters, blocked ids, free merges into an existing token, reserved strings, a length limit and
+    runs of one symbol ("a a a"): the flat-array loop takes the same steps with the same gains as the old one."""
+    words, counts = [w for w, _ in entries], [c for _, c in entries]
+    base = ["a", "b", "c", "<0xE8>", "ab"]
+    settings_ = dict(new_token_budget=budget, min_frequency=min_frequency, blocked={3},
+                     pending={-1: ("资", 3), -2: ("é", 2)}, reserved={"bc"} if reserve else set(),
+                     max_token_chars=max_chars)
+    want, before, after = reference_continued_bpe(words, counts, strings=list(base),
+                                                  vocab={s: i for i, s in enumerate(base)}, **settings_)
+    import yunshan.tokenizer.continued_bpe as loop
+
+    for block in (loop.INIT_BLOCK, 3):  # the first places are sorted per block of positions: one block, or many
+        default, loop.INIT_BLOCK = loop.INIT_BLOCK, block
+        try:
+            result = learn_continued_bpe(words, counts, strings=list(base), vocab={s: i for i, s in enumerate(base)},
+                                         **settings_)
+        finally:
+            loop.INIT_BLOCK = default
+        assert [(s.kind, s.left, s.right, s.token, s.gain) for s in result.steps] == want
+        assert (result.tokens_before, result.tokens_after) == (before, after)
