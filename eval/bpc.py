@@ -184,7 +184,7 @@ def forgetting_table(before: dict, after: dict, before_name: str, after_name: st
     return "\n".join(lines)
 
 
-def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks bpc` (--heldout LABEL=FILE ...): this module's entry in yunshan.eval.tasks."""
     files = labelled_files(args.heldout, "--heldout") if args.heldout else {p.stem: p for p in default_texts("bpc")}
     result = run_bpc(lm, files, max_length=args.max_length, stride=args.stride,

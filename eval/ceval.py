@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .multiple_choice import (
-    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, read_choice_csv, read_dev_shots)
+    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, delimiter_for, read_choice_csv,
+    read_dev_shots)
 
 COLUMNS = {"id": "id", "question": "question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "answer"}
 HEADER_HINT = "id,question,A,B,C,D,answer[,explanation]"
@@ -150,14 +151,14 @@ def run_ceval(lm, root: str | Path, split: str = "val", shots: int = 5, limit: i
         lm, subjects, lambda s, q: render_prompt(s.chinese, s.dev, q, prompt_style),
         lambda s, q: render_cloze_prompt(s.chinese, s.dev, q), lambda s: cloze_neutral_context(s.chinese, s.dev),
         limit=limit, mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
-        progress=progress, desc="ceval", choices=choices_for(prompt_style))
+        progress=progress, desc="ceval", delimiter=delimiter_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "ceval", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
                    "limit": limit, **counts, "predictions": records, "columns": list(result["groups"])})
     return result
 
 
-def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data: Path, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks fineval|ceval`: this module's entry in yunshan.eval.tasks."""
     return run_ceval(lm, data, split=args.split or "val", shots=args.shots, mode=args.mode,
                      prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "ceval",

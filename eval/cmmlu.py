@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .multiple_choice import (
-    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, read_choice_csv, read_dev_shots)
+    Question, answer_subjects, choices_for, cloze_neutral, cloze_prompt, delimiter_for, read_choice_csv,
+    read_dev_shots)
 
 # The leading unnamed column is the release's row index: the question's id when present.
 COLUMNS = {"id": "", "question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
@@ -163,14 +164,14 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         lm, subjects, lambda s, q: render_prompt(s.name, s.dev, q, prompt_style),
         lambda s, q: render_cloze_prompt(s.name, s.dev, q), lambda s: cloze_neutral_context(s.name, s.dev),
         limit=limit, mode=mode, batch_size=batch_size, add_bos=add_bos, chat=chat, max_new_tokens=max_new_tokens,
-        progress=progress, desc="cmmlu", choices=choices_for(prompt_style))
+        progress=progress, desc="cmmlu", delimiter=delimiter_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
                    "limit": limit, **counts, "predictions": records, "columns": list(result["subjects"])})
     return result
 
 
-def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data: Path, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks financeiq|cmmlu`: this module's entry in yunshan.eval.tasks."""
     return run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
                      prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "cmmlu",

@@ -38,7 +38,10 @@ class EvalArgs:
     revision: str | None = field(default=None, metadata={
         "help": "branch, tag or commit of the Hub ids among --model (local folders have none)"})
     tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={
-        "help": f"tasks to run, NAME or NAME=PATH; names: {', '.join(TASKS)}"})
+        "help": "tasks to run, NAME or NAME=PATH; names: " + ", ".join(t for t in TASKS if not TASKS[t].labelled)
+                + "; your own sets mc=PATH (multiple choice), qa=PATH (short answer), gen=PATH (free generation), "
+                "each also as KIND:LABEL=PATH (a .jsonl/.json/.csv/.parquet file, or a folder with test.* and dev.*: "
+                "eval/generic.py); lm-evaluation-harness tasks lmeval:NAME_OR_YAML (with --include-path)"})
     data_dir: str | None = field(default=None, metadata={
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
     limit: int | None = field(default=None, metadata={
@@ -55,7 +58,19 @@ class EvalArgs:
                 "for CMMLU and FinanceIQ; docs/evaluation-formats.md) or lm-eval (lm-evaluation-harness's ceval-valid "
                 "and cmmlu tasks' prompts)"})
     chat: str = field(default="auto", metadata={
-        "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off"})
+        "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off; on also puts "
+                "your own mc sets' likelihood prompts in a chat turn (lm-eval's --apply_chat_template)"})
+    description: str = field(default="", metadata={
+        "help": "your own sets (mc, qa, gen): the text before the examples and the question; {subject} becomes the "
+                "row's subject (C-Eval's: '以下是中国关于{subject}考试的单项选择题，请选出其中的正确答案。\\n\\n')"})
+    question_prefix: str = field(default="", metadata={
+        "help": "your own sets: the text before each question (CMMLU's: '题目：')"})
+    answer_prefix: str = field(default="答案：", metadata={
+        "help": "your own sets: the text after the question (and options) where the answer follows; a trailing "
+                "space goes before the answer, as lm-eval's target delimiter ('Answer: ')"})
+    include_path: list[str] = field(default_factory=list, metadata={
+        "help": "folders (or files) of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (lm-eval's "
+                "--include_path)"})
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
     max_new_tokens: int | None = field(default=None, metadata={
         "help": "generation budget (default: 32 for MC and JEC-QA, 256 for LawBench)"})
@@ -184,7 +199,7 @@ def run_eval(args: EvalArgs) -> dict:
                     _write_partial(report, started, partial)
                 extra["keep"] = keep
             with lm.compute():
-                res, texts = run_task(lm, data, args, chat, **extra)
+                res, texts = run_task(lm, data, args, chat, task, **extra)
             results[label][name] = res
             entry = report["tasks"].setdefault(label, {})
             if data is not None:

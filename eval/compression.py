@@ -43,7 +43,7 @@ def run_compression(tokenizer, files: list[str | Path], limit: int | None = None
             "columns": list(per_file)}
 
 
-def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks compression` (--text FILE ...): this module's entry in yunshan.eval.tasks."""
     files = [Path(t) for t in args.text] or default_texts("compression")
     return run_compression(lm.tokenizer, files, limit=args.limit), files

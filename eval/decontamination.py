@@ -45,8 +45,12 @@ class DecontaminateArgs:
     text_field: str = field(default="text", metadata={"help": "format text: the record field holding the text"})
     tasks: list[str] = field(default_factory=list, metadata={
         "help": "evaluation sets, NAME or NAME=PATH as yunshan eval --tasks (fineval, ceval, financeiq, cmmlu, "
-                "lawbench, jecqa; bpc: the --heldout texts); default: every benchmark folder of --data-dir, in "
+                "lawbench, jecqa; your own mc=PATH, qa=PATH, gen=PATH or KIND:LABEL=PATH; lm-eval tasks "
+                "lmeval:NAME_OR_YAML; bpc: the --heldout texts); default: every benchmark folder of --data-dir, in "
                 "yunshan run the eval section's tasks"})
+    include_path: list[str] = field(default_factory=list, metadata={
+        "help": "folders of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (in yunshan run default the eval "
+                "section's)"})
     data_dir: str | None = field(default=None, metadata={
         "help": "folder with one subfolder per task name (default: the sample sets of yunshan.samples)"})
     heldout: list[str] = field(default_factory=list, metadata={
@@ -129,6 +133,10 @@ def eval_sets(args: DecontaminateArgs) -> tuple[list[tuple[str, str, list]], lis
     for name, task, path in resolve_tasks(specs, args.data_dir):
         if task.format in FORMATS:
             sets.append((name, str(path), list(eval_items(name, path))))
+        elif task.format == "lm_eval_tasks":
+            from yunshan.eval.lm_eval_tasks import lm_eval_items
+
+            sets.append((name, name, list(lm_eval_items(name.partition(":")[2], args.include_path))))
         elif task.format == "bpc":
             files = labelled_files(args.heldout, "--heldout") if args.heldout else {
                 p.stem: p for p in default_texts("bpc")}

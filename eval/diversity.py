@@ -119,7 +119,7 @@ def plot_diversity(results: dict[str, dict], out_png: str | Path) -> None:
     plt.close(fig)
 
 
-def run_task(lm, data, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks diversity` (--diversity-text FILE): this module's entry in yunshan.eval.tasks. Its
     result is a curve per layer (plotted), not a headline number."""
     text = Path(args.diversity_text) if args.diversity_text else default_texts("diversity")[0]

@@ -11,33 +11,44 @@ ever guessed at random (FinEval's own extractor falls back to a random letter, s
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 LETTERS = "ABCD"
-_L = "[ABCD]"
+# Option letters in order: a question with k options uses the first k (your own sets may have 2-10; eval/generic.py).
+OPTION_LETTERS = "ABCDEFGHIJ"
 # A letter that stands alone: not inside an English word such as "Answer" or "BAD".
 _ALONE = r"(?<![A-Za-z]){}(?![A-Za-z])"
 
-# (name, pattern); group 1 is the letter. Order matters: explicit statements before loose ones.
-CHOICE_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("first_char", re.compile(r"^\s*[\(（\[【]?(" + _L + r")(?![A-Za-z])")),
-    ("bracket_tag", re.compile(r"\[正确答案\]\s*(" + _L + r")")),
-    ("answer_is", re.compile(r"答案(?:选项)?(?:应该|应)?(?:是|为|选)\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
-    ("answer_colon", re.compile(r"答案\s*[：:]\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
-    ("correct_option_is", re.compile(r"正确(?:的)?(?:答案|选项)(?:是|为)?\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
-    ("option_is_correct", re.compile(r"选项\s*(" + _L + r")\s*(?:是|为)?(?:正确|对)的?")),
-    ("choose", re.compile(r"(?:故|所以|因此)?(?:应)?选(?:择)?\s*[：:]?\s*[\(（]?(" + _L + r")(?![A-Za-z])")),
-    ("english_answer_is", re.compile(r"[Aa]nswer\s*(?:is|:)\s*:?\s*\(?(" + _L + r")(?![A-Za-z])")),
-    ("only_letter", None),  # the one and only standalone option letter in the text (checked in code)
-]
+
+@lru_cache(maxsize=16)
+def choice_patterns(letters: str = LETTERS) -> list[tuple[str, re.Pattern | None]]:
+    """(name, pattern) for questions whose options are `letters`; group 1 is the letter. Order matters: explicit
+    statements before loose ones."""
+    L = f"[{letters}]"
+    return [
+        ("first_char", re.compile(r"^\s*[\(（\[【]?(" + L + r")(?![A-Za-z])")),
+        ("bracket_tag", re.compile(r"\[正确答案\]\s*(" + L + r")")),
+        ("answer_is", re.compile(r"答案(?:选项)?(?:应该|应)?(?:是|为|选)\s*[：:]?\s*[\(（]?(" + L + r")(?![A-Za-z])")),
+        ("answer_colon", re.compile(r"答案\s*[：:]\s*[\(（]?(" + L + r")(?![A-Za-z])")),
+        ("correct_option_is", re.compile(r"正确(?:的)?(?:答案|选项)(?:是|为)?\s*[：:]?\s*[\(（]?(" + L + r")(?![A-Za-z])")),
+        ("option_is_correct", re.compile(r"选项\s*(" + L + r")\s*(?:是|为)?(?:正确|对)的?")),
+        ("choose", re.compile(r"(?:故|所以|因此)?(?:应)?选(?:择)?\s*[：:]?\s*[\(（]?(" + L + r")(?![A-Za-z])")),
+        ("english_answer_is", re.compile(r"[Aa]nswer\s*(?:is|:)\s*:?\s*\(?(" + L + r")(?![A-Za-z])")),
+        ("only_letter", None),  # the one and only standalone option letter in the text (checked in code)
+    ]
 
 
-def extract_choice(text: str) -> tuple[str | None, str | None]:
-    """(letter, name of the pattern that found it), or (None, None) when no pattern matches."""
-    for name, pattern in CHOICE_PATTERNS:
+CHOICE_PATTERNS = choice_patterns(LETTERS)
+
+
+def extract_choice(text: str, letters: str = LETTERS) -> tuple[str | None, str | None]:
+    """(letter, name of the pattern that found it), or (None, None) when no pattern matches; `letters` are the
+    question's option letters (A-D by default; "ABCDE" for five options)."""
+    for name, pattern in choice_patterns(letters):
         if pattern is None:
-            letters = set(re.findall(_ALONE.format(_L), text))
-            if len(letters) == 1:
-                return letters.pop(), name
+            found = set(re.findall(_ALONE.format(f"[{letters}]"), text))
+            if len(found) == 1:
+                return found.pop(), name
             continue
         match = pattern.search(text)
         if match:
@@ -45,6 +56,7 @@ def extract_choice(text: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+_L = "[ABCD]"
 _RUN = r"(" + _L + r"(?:\s*[、，,和及与/ ]?\s*" + _L + r")*)(?![A-Za-z])"
 SET_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("leading_letters", re.compile(r"^\s*[\(（\[【]?" + _RUN)),

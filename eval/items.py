@@ -14,38 +14,41 @@ the same message:
 | cmmlu (CMMLU, FinanceIQ) | `multiple_choice.read_choice_csv` | a row of dev/ and test/ | the question, each option |
 | lawbench | `lawbench.load_lawbench` | a record | the question and the answer |
 | jecqa | `jecqa.load_jecqa` | a record | the statement, each option |
+| generic (your own mc, qa, gen) | `generic.read_rows` | a row of the file, or of every data file of the folder (test, dev, ...) | the question and each option (mc) or each accepted answer (qa, gen) |
 | bpc (held-out texts) | yunshan.data.records (`.txt`: a document per paragraph) | a document | its text |
 
 Each item's tag is {"task", "id", "group"}; the group is the subtask a report breaks a set down by (the LawBench
-task, the C-Eval/CMMLU subject, the JEC-QA file, the held-out label). Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
+task, the C-Eval/CMMLU subject, the JEC-QA file, your own set's subject or else its file, the held-out label). Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
 instruction is the same in every record of the task, so it is not compared (it would match any copy of the task's
 prompt, not of its questions). Explanations of C-Eval rows are not compared either: they are not shown to the model.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from yunshan.data.decontamination import Text
+from yunshan.data.records import list_item_lines
 
 from .tasks import TASKS
 
-FORMATS = ("ceval", "cmmlu", "lawbench", "jecqa")
+FORMATS = ("ceval", "cmmlu", "lawbench", "jecqa", "generic")
 
 
 def eval_items(name: str, path: str | Path) -> Iterator[Text]:
-    """The items of task `name` (a key of yunshan.eval.tasks.TASKS with a data layout) in the folder or file `path`;
-    each Text's tag is {"task", "id"}."""
-    if name not in TASKS or TASKS[name].format not in FORMATS:
+    """The items of task `name` (a key of yunshan.eval.tasks.TASKS with a data layout, or your own set's KIND:LABEL)
+    in the folder or file `path`; each Text's tag is {"task", "id", "group"}."""
+    kind = name.partition(":")[0]
+    if kind not in TASKS or TASKS[kind].format not in FORMATS or (kind != name and not TASKS[kind].labelled):
         valid = ", ".join(t for t, task in TASKS.items() if task.format in FORMATS)
         raise ValueError(f"task {name!r} has no evaluation set to check; valid: {valid} (and held-out texts)")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{name}: {path} does not exist")
-    fmt = TASKS[name].format
-    reader = {"ceval": _ceval_items, "cmmlu": _cmmlu_items, "lawbench": _lawbench_items, "jecqa": _jecqa_items}[fmt]
+    fmt = TASKS[kind].format
+    reader = {"ceval": _ceval_items, "cmmlu": _cmmlu_items, "lawbench": _lawbench_items, "jecqa": _jecqa_items,
+              "generic": _generic_items}[fmt]
     yield from reader(name, path)
 
 
@@ -126,17 +129,15 @@ def _jecqa_items(name: str, path: Path) -> Iterator[Text]:
                    {"task": name, "id": str(record.get("id", where)), "group": Path(where.rsplit(":", 1)[0]).stem})
 
 
-def list_item_lines(text: str) -> list[int]:
-    """The line on which each element of a JSON list starts (the list must be valid JSON: its reader checked it)."""
-    decoder = json.JSONDecoder()
-    i = text.index("[") + 1
-    lines, line, counted = [], 1, 0
-    while True:
-        while i < len(text) and text[i] in " \t\r\n,":
-            i += 1
-        if i >= len(text) or text[i] == "]":
-            return lines
-        line += text.count("\n", counted, i)
-        counted = i
-        lines.append(line)
-        _, i = decoder.raw_decode(text, i)
+def _generic_items(name: str, path: Path) -> Iterator[Text]:
+    from .generic import is_row_file, read_rows
+
+    kind = name.partition(":")[0]
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file() and is_row_file(p))
+    if not files:
+        raise FileNotFoundError(f"{path}: no .jsonl/.json/.csv/.parquet file of {kind} rows")
+    for file in files:
+        for row in read_rows(file, kind, require_answer=False):
+            texts = [row.question, *row.options] if kind == "mc" else [row.question, *row.answers]
+            yield Text(f"{row.file}:{row.line}", texts,
+                       {"task": name, "id": f"{file.name}#{row.id}", "group": row.subject or file.name})

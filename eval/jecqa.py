@@ -142,7 +142,7 @@ def run_jecqa(lm, path: str | Path, limit: int | None = None, mode: str = "logli
             "rescored_float32": rescored, "predictions": predictions, "columns": list(by_source)}
 
 
-def run_task(lm, data: Path, args, chat: bool) -> tuple[dict, list[Path]]:
+def run_task(lm, data: Path, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks jecqa`: this module's entry in yunshan.eval.tasks."""
     return run_jecqa(lm, data, mode=args.mode, batch_size=args.batch_size, chat=chat,
                      max_new_tokens=args.max_new_tokens or 32, add_bos=args.add_bos, progress=args.progress,

@@ -276,7 +276,7 @@ def run_lawbench(lm, root: str | Path, limit: int | None = None, batch_size: int
             "columns": list(LEVELS.values()), "average": "mean over tasks (with all 20: (2 Mem + 10 Und + 8 App) / 20)"}
 
 
-def run_task(lm, data: Path, args, chat: bool, keep=None) -> tuple[dict, list[Path]]:
+def run_task(lm, data: Path, args, chat: bool, task=None, keep=None) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks lawbench`: this module's entry in yunshan.eval.tasks (`keep`: see run_lawbench)."""
     return run_lawbench(lm, data, batch_size=args.batch_size, chat=chat, max_new_tokens=args.max_new_tokens or 256,
                         add_bos=args.add_bos, progress=args.progress, limit=args.limit, keep=keep), []

@@ -17,19 +17,26 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .extraction import LETTERS, extract_choice
+from .extraction import LETTERS, OPTION_LETTERS, extract_choice
 
 
 @dataclass
 class Question:
-    """One A-D question as read from a benchmark file; `answer` is None only where answers are not required."""
+    """One multiple-choice question as read from a file: the benchmarks' four options A-D, or 2-10 options A, B, ...
+    in your own sets (eval/generic.py); `answer` is None only where answers are not required."""
 
     id: str
     question: str
-    options: tuple[str, str, str, str]
+    options: tuple[str, ...]
     answer: str | None
     file: str
     line: int
+    subject: str = ""  # your own sets' optional `subject` field (the benchmarks group by file instead)
+
+    @property
+    def letters(self) -> str:
+        """The option letters of this question, "ABCD" for four options."""
+        return OPTION_LETTERS[: len(self.options)]
 
 
 def read_choice_csv(path: Path, columns: dict[str, str], format_name: str, require_answer: bool = True,
@@ -136,20 +143,24 @@ class Prediction:
 def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: int = 16,
                      add_bos: bool | None = None,
                      max_new_tokens: int = 32, chat: bool = False, progress: bool = False,
-                     desc: str = "questions", choices: list[str] | None = None) -> list[Prediction]:
+                     desc: str = "questions", choices: list[str] | None = None,
+                     letters: list[str] | None = None, delimiter: str = "") -> list[Prediction]:
     """Predicted letters for prompts that end where the answer letter goes.
 
-    mode "loglik": argmax over A-D of the log-likelihood of the letter right after the prompt (answer-only);
-        `choices` are the four continuation strings scored for A-D (default "A".."D").
+    mode "loglik": argmax over the options of the log-likelihood of the letter right after the prompt
+        (answer-only); the continuations scored are `delimiter` + each letter ("" or lm-eval's target delimiter
+        " "), or the strings `choices` for every prompt where given.
     mode "generate": greedy generation (through the chat template when `chat`), then `extract_choice`.
+    `letters`: each prompt's option letters (default "ABCD" for every prompt; "ABCDE" for a five-option question).
     """
+    letters = letters or [LETTERS] * len(prompts)
     if mode == "loglik":
         from .likelihood import score_choices
 
-        choices = list(choices or LETTERS)
-        scores = score_choices(lm, [(p, choices) for p in prompts], batch_size=batch_size, add_bos=add_bos,
-                               progress=progress, desc=desc)
-        return [Prediction(LETTERS[s.best], logliks=s.logliks, truncated=s.truncated, rescored=s.rescored)
+        scores = score_choices(lm, [(p, list(choices) if choices else [delimiter + x for x in ls])
+                                    for p, ls in zip(prompts, letters)],
+                               batch_size=batch_size, add_bos=add_bos, progress=progress, desc=desc)
+        return [Prediction(OPTION_LETTERS[s.best], logliks=s.logliks, truncated=s.truncated, rescored=s.rescored)
                 for s in scores]
     if mode == "generate":
         from .generation import generate
@@ -157,8 +168,8 @@ def answer_questions(lm, prompts: list[str], mode: str = "loglik", batch_size: i
         outputs = generate(lm, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
                            add_bos=add_bos, progress=progress, desc=desc)
         preds = []
-        for text in outputs:
-            letter, pattern = extract_choice(text)
+        for text, ls in zip(outputs, letters):
+            letter, pattern = extract_choice(text, ls)
             preds.append(Prediction(letter, output=text, pattern=pattern))
         return preds
     raise ValueError(f"--mode {mode!r} is not valid; use loglik, cloze or generate")
@@ -185,7 +196,7 @@ def cloze_prompt(header: str, lead: str, cue: str, shots: list[Question],
 
     def filled(q):
         before, after = split_at_blank(q.question)
-        answer = q.options["ABCD".index(q.answer)]
+        answer = q.options[OPTION_LETTERS.index(q.answer)]
         return f"{lead}{before}{answer}{after}" if after is not None else f"{lead}{q.question}\n{cue}{answer}"
 
     before, after = split_at_blank(query.question)
@@ -197,7 +208,7 @@ def cloze_prompt(header: str, lead: str, cue: str, shots: list[Question],
 
 def cloze_neutral(header: str, lead: str, cue: str, shots: list[Question]) -> str:
     """The cloze prompt without the question (the baseline of mutual-information scoring)."""
-    return cloze_prompt(header, lead, cue, shots, Question("", f"{cue}（ ）", ("", "", "", ""), None, "", 0))[0]
+    return cloze_prompt(header, lead, cue, shots, Question("", f"{cue}（ ）", ("",), None, "", 0))[0]
 
 
 def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16, add_bos: bool | None = None,
@@ -241,24 +252,29 @@ def answer_cloze(lm, requests: list[tuple[str, list[str]]], batch_size: int = 16
     preds = []
     for k, (v, (_, _, _, truncated)) in enumerate(zip(values, first)):
         best = max(range(len(v)), key=lambda j: (v[j], -j))
-        preds.append(Prediction(LETTERS[best], logliks=v, truncated=truncated, rescored=k in again))
+        preds.append(Prediction(OPTION_LETTERS[best], logliks=v, truncated=truncated, rescored=k in again))
     return preds
 
 
-def choices_for(style: str) -> list[str]:
+def delimiter_for(style: str) -> str:
+    """What goes between the prompt and the answer letter: nothing, or lm-eval's target_delimiter " "."""
+    return " " if style == "lm-eval" else ""
+
+
+def choices_for(style: str, letters: str = LETTERS) -> list[str]:
     """The continuation strings scored after the prompt (lm-eval puts its target_delimiter " " before them)."""
-    return [" A", " B", " C", " D"] if style == "lm-eval" else ["A", "B", "C", "D"]
+    return [delimiter_for(style) + x for x in letters]
 
 
 def answer_subjects(lm, subjects: list, prompt, cloze, neutral, *, limit: int | None = None, mode: str = "loglik",
                     batch_size: int = 16, add_bos: bool | None = None, chat: bool = False, max_new_tokens: int = 32,
                     progress: bool = False, desc: str = "questions",
-                    choices: list[str] | None = None) -> tuple[dict[str, int], list[dict], dict]:
+                    delimiter: str = "") -> tuple[dict[str, int], list[dict], dict]:
     """Answer every question of every subject (each subject's first `limit` questions, when given: a quick look
     whose averages cover those only) and tally the answers: (correct answers per subject key, one record per
     question, the counts every result reports).
 
-    `prompt(subject, question)` is the answer-only prompt (mode loglik or generate, `choices` as in
+    `prompt(subject, question)` is the answer-only prompt (mode loglik or generate, `delimiter` as in
     answer_questions); `cloze(subject, question)` the cloze prompt and its continuations and `neutral(subject)` the
     same prompt without the question (mode cloze, answer_cloze). `add_bos` as there (None: as the tokenizer does)."""
     if limit is not None:
@@ -271,7 +287,7 @@ def answer_subjects(lm, subjects: list, prompt, cloze, neutral, *, limit: int | 
     else:
         preds = answer_questions(lm, [prompt(s, q) for s, q in items], mode=mode, batch_size=batch_size,
                                  add_bos=add_bos, max_new_tokens=max_new_tokens, chat=chat, progress=progress,
-                                 desc=desc, choices=choices)
+                                 desc=desc, delimiter=delimiter, letters=[q.letters for _, q in items])
     correct: dict[str, int] = {}
     records = []
     for (s, q), p in zip(items, preds):

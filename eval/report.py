@@ -50,6 +50,31 @@ def task_table(task: str, results: dict[str, dict]) -> str:
             lines.append(_row(name, [_fmt(r["sources"].get(c, {}).get("accuracy")) for c in cols]
                               + [_fmt(r["overall"])]))
         return "\n".join(lines)
+    if fmt == "generic" and first["kind"] == "mc":
+        # Your own multiple-choice set: a column per subject (none without subjects), the micro-average last.
+        cols = first["columns"]
+        lines = [_row("Model", [*cols, "AVG"]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["subjects"].get(c, {}).get("accuracy")) for c in cols]
+                              + [_fmt(r["overall"])]))
+        return "\n".join(lines)
+    if fmt == "generic":
+        # Short answer and free generation: each metric over the whole set.
+        from .generic import METRIC_NAMES
+
+        cols = first["columns"]
+        lines = [_row("Model", [METRIC_NAMES[c] for c in cols]), "|" + "---|" * (len(cols) + 1)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["metrics"].get(c)) for c in cols]))
+        return "\n".join(lines)
+    if fmt == "lmeval":
+        # lm-eval's own table: a row per model and (sub)task, a column per metric as lm-eval names it.
+        cols = first["columns"]
+        lines = [_row("Model", ["task", *cols]), "|" + "---|" * (len(cols) + 2)]
+        for name, r in results.items():
+            for task_name, values in r["rows"].items():
+                lines.append(_row(name, [task_name] + [_fmt(values.get(c), 4) for c in cols]))
+        return "\n".join(lines)
     if fmt == "compression":
         cols = first["columns"]
         lines = [_row("Tokenizer", ["vocab", *[f"{c} tok/char" for c in cols], "all tok/char", "all bytes/tok"]),

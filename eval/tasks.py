@@ -1,11 +1,13 @@
 """The benchmarks `yunshan eval` runs: one registry line each, read by the command, the reports and the model card.
 
     yunshan eval --model out/base --tasks fineval financeiq bpc       # names are the keys of TASKS
+    yunshan eval --model out/base --tasks mc:loans=ours/loans.jsonl lmeval:my_task --include-path tasks/
 
 A task names the module that runs and scores it (`format`: ceval.py runs both C-Eval and FinEval, cmmlu.py both
-CMMLU and FinanceIQ). Each such module has `run_task(lm, data, args, chat) -> (result, text files read)`, and may
-have `headline(task, result, data) -> [Metric]` for the numbers a model card shows; a result with an `overall`
-score gets the default headline (`overall_metric`). `yunshan eval` writes every model's headline metrics into
+CMMLU and FinanceIQ, generic.py your own mc / qa / gen sets, lm_eval_tasks.py lm-evaluation-harness tasks). Each such
+module has `run_task(lm, data, args, chat, task) -> (result, text files read)` (`task` as resolved: its name is the
+label given on the command line), and may have `headline(task, result, data) -> [Metric]` for the numbers a model
+card shows; a result with an `overall` score gets the default headline (`overall_metric`). `yunshan eval` writes every model's headline metrics into
 results.json, so the card shows a benchmark it has never heard of. Adding a benchmark in an existing format is one
 line below; a new format is its module plus one line.
 """
@@ -27,6 +29,8 @@ class Task:
     dataset_type: str  # model-index dataset type: a Hub dataset id where the benchmark's own release is on the Hub
     metric: str = "accuracy"  # what `overall` measures (accuracy in percent, or a benchmark's own score)
     needs_data: bool = True  # reads a benchmark folder (NAME=PATH or --data-dir/NAME); else text files
+    labelled: bool = False  # may be given several times as NAME:LABEL (your own sets; lmeval:TASK names the task)
+    default_data: bool = True  # without =PATH, reads --data-dir/NAME (the sample sets); else a path is required
 
 
 TASKS = {t.name: t for t in (
@@ -41,6 +45,15 @@ TASKS = {t.name: t for t in (
          needs_data=False),
     Task("diversity", "diversity", "feature diversity d(eps)", "yunshan-text", metric="effective_dimension",
          needs_data=False),
+    # Your own sets (eval/generic.py): KIND=PATH or KIND:LABEL=PATH.
+    Task("mc", "generic", "multiple choice (your own set)", "own", labelled=True, default_data=False),
+    Task("qa", "generic", "short answer (your own set)", "own", metric="exact_match", labelled=True,
+         default_data=False),
+    Task("gen", "generic", "free generation (your own set)", "own", metric="rouge_l", labelled=True,
+         default_data=False),
+    # lm-evaluation-harness tasks run by lm-eval itself (eval/lm_eval_tasks.py): lmeval:NAME_OR_YAML.
+    Task("lmeval", "lm_eval_tasks", "lm-evaluation-harness task", "lm-eval", metric="score", needs_data=False,
+         labelled=True),
 )}
 
 
@@ -51,17 +64,36 @@ def module_of(task: Task):
 
 def resolve_tasks(specs: list[str], data_dir: str | None) -> list[tuple[str, Task, Path | None]]:
     """(name, Task, data path) of each NAME or NAME=PATH (`yunshan eval --tasks`); a task without a path reads
-    `data_dir`/NAME, by default the sample sets of yunshan.samples; text tasks (bpc, ...) have no data path."""
+    `data_dir`/NAME, by default the sample sets of yunshan.samples; text tasks (bpc, ...) have no data path. Your own
+    sets are KIND=PATH or KIND:LABEL=PATH and lm-eval tasks lmeval:NAME: their Task's name is that label."""
+    from dataclasses import replace
+
     from yunshan.samples import sample_data_dir
 
     samples = Path(sample_data_dir())
     root = Path(data_dir) if data_dir else (samples / "eval" if samples.is_dir() else None)
-    out = []
+    out, seen = [], set()
     for spec in specs:
-        name, _, path = spec.partition("=")
-        if name not in TASKS:
-            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)}")
-        task = TASKS[name]
+        if spec.startswith("lmeval:"):  # lmeval:NAME_OR_PATH: a task name or YAML file, never NAME=PATH
+            name, path = spec, ""
+        else:
+            name, _, path = spec.partition("=")
+        kind, colon, label = name.partition(":")
+        if kind not in TASKS or (colon and not TASKS[kind].labelled):
+            raise ValueError(f"--tasks: unknown task {name!r}; valid names: {', '.join(TASKS)} (your own sets: "
+                             "mc=PATH, qa=PATH, gen=PATH or KIND:LABEL=PATH; lm-eval tasks: lmeval:NAME_OR_YAML)")
+        if colon and not label.strip():
+            raise ValueError(f"--tasks {spec!r}: empty label after {kind}:; write {kind}:LABEL=PATH")
+        if name in seen:
+            raise ValueError(f"--tasks: {name!r} given twice; label your own sets apart: {kind}:LABEL=PATH")
+        seen.add(name)
+        task = replace(TASKS[kind], name=name) if colon else TASKS[kind]
+        if kind == "lmeval" and not colon:
+            raise ValueError("--tasks lmeval: name the lm-eval task: lmeval:NAME (found under --include-path) or "
+                             "lmeval:PATH/TO/TASK.yaml")
+        if not task.default_data and not path:
+            raise ValueError(f"--tasks {name}: no data path; give {name}=PATH (a .jsonl/.json/.csv/.parquet file, "
+                             "or a folder with test.* and dev.*)")
         if not task.needs_data:
             out.append((name, task, None))
         elif path:

@@ -4,6 +4,7 @@ stages intact, manifest and report."""
 import base64
 import io
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -42,9 +43,25 @@ def planted(tmp: Path) -> tuple[str, str]:
     return str(corpus), str(sft)
 
 
+def own_sets(tmp: Path) -> tuple[str, str]:
+    """A multiple-choice and a short-answer set of a user's own (eval/generic.py): a folder with test and dev rows,
+    and a single CSV file."""
+    folder = tmp / "bank_mc"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"question": "资产负债表反映企业的", "choices": ["财务状况", "经营成果", "现金流量"], "answer": "A"},
+            {"question": "银行的主要负债是", "choices": ["贷款", "存款", "现金"], "answer": "B"}]
+    for name in ("test", "dev"):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                              encoding="utf-8")
+    qa = tmp / "bank_qa.csv"
+    qa.write_text("question,answer\n银行的主要负债是什么？,存款\n", encoding="utf-8")
+    return str(folder), str(qa)
+
+
 def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     s = "${samples}"
     finance, general_sft = planted(tmp / "planted")
+    mc, qa = own_sets(tmp / "own")
     return {
         "name": "tiny-test",
         "output_dir": str(tmp / "run"),
@@ -59,7 +76,8 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
         "tokenizer_extension": {"corpus": [f"{s}/corpora/finance/train.jsonl", f"{s}/corpora/legal/train.jsonl"],
                                 "words": [str(ROOT / "recipes/wordlists/demo_terms_zh.txt")], "new_tokens": 320,
                                 "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
-        "eval": {"tasks": ["bpc", "fineval"], "limit": 2, "shots": 0, "mode": "cloze", "max_length": 64,
+        "eval": {"tasks": ["bpc", "fineval", f"mc:bank={mc}", f"qa={qa}"], "limit": 2, "shots": 0, "mode": "cloze",
+                 "max_length": 64, "max_new_tokens": 8,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
         # The training sources against the eval section's sets; the overlapping records are left out of training.
         "decontamination": {"drop": True, "show": 2, "boilerplate_train": 0},
@@ -157,7 +175,10 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     # Decontamination: every contaminated record listed, left out of training and counted where it was read.
     decont = run_json.stage("decontamination").summary
     assert decont["drop"] and 0 < decont["contaminated"] < decont["records"]
-    assert set(decont["eval_sets"]) == {"fineval", "heldout:general", "heldout:finance"}
+    assert set(decont["eval_sets"]) == {"fineval", "mc:bank", "qa", "heldout:general", "heldout:finance"}
+    # Your own sets: a row of the before/after table each, in their own metric.
+    assert re.search(r"\| mc:bank accuracy % \(cloze; chance 33.3\) \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", report)
+    assert re.search(r"\| qa exact match % \| [\d.]+ \|", report)
     listed = [json.loads(line) for line in (out / "03_decontamination/contaminated.jsonl").read_text().splitlines()]
     assert len(listed) == decont["contaminated"]
     by_source = {name: sum(e["source"] == name for e in listed) for name in ("cpt:finance", "sft:general")}

@@ -534,6 +534,22 @@ def read_dataset_records(ds, name: str, split: str, position: dict | None = None
         i += 1
 
 
+def list_item_lines(text: str) -> list[int]:
+    """The line on which each element of a JSON list starts (the list must be valid JSON: its reader checked it)."""
+    decoder = json.JSONDecoder()
+    i = text.index("[") + 1
+    lines, line, counted = [], 1, 0
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text) or text[i] == "]":
+            return lines
+        line += text.count("\n", counted, i)
+        counted = i
+        lines.append(line)
+        _, i = decoder.raw_decode(text, i)
+
+
 def read_texts(path: str, what: str) -> Iterator[tuple[str, str]]:
     """(location, text) of every document of a held-out text file (read as every corpus is: .txt one document per
     paragraph, .jsonl/.json the `text` field); a missing file, a bad record or a record without a text string is an

@@ -47,10 +47,21 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
                         nums = [v["files"][label]["bpc"] for v in values]
                         rows.append([f"bits/char, {label}: {kind}"] + [f"{x:.4f}" for x in nums]
                                     + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
+            elif res.format == "lmeval" and all(v.get("overall") is not None for v in values):
+                # lm-eval's headline metric in lm-eval's own units (accuracy as a fraction).
+                nums = [v["overall"] for v in values]
+                rows.append([f"{task} {values[-1]['metric']} (lm-eval)"] + [f"{x:.4f}" for x in nums]
+                            + [f"{nums[-1] - nums[0]:+.4f}"])
+            elif res.format == "generic" and values[-1]["kind"] != "mc":
+                nums = [v["overall"] for v in values]
+                metric = {"exact_match": "exact match", "rouge_l": "ROUGE-L"}[values[-1]["metric"]]
+                rows.append([f"{task} {metric} %"] + [f"{x:.1f}" for x in nums] + [f"{nums[-1] - nums[0]:+.1f} pt"])
             elif all("overall" in v for v in values):
                 nums = [v["overall"] for v in values]
                 scoring = {"loglik": "answer-only", "cloze": "cloze", "generate": "generated"}.get(mode, mode)
-                rows.append([f"{task} accuracy % ({scoring}; chance 25)"] + [f"{x:.1f}" for x in nums]
+                # Your own sets may have 2-10 options a question: their mean chance level is recorded.
+                chance = values[-1].get("chance", 25.0)
+                rows.append([f"{task} accuracy % ({scoring}; chance {chance:.3g})"] + [f"{x:.1f}" for x in nums]
                             + [f"{nums[-1] - nums[0]:+.1f} pt"])
     tok_report = layout.folder("tokenizer") / TokenizerReport.FILE
     if tok_report.is_file():

@@ -275,7 +275,8 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
             heldout.append(f"{label}={path}")
             labels.add(label)
             seen.add(str(Path(path).resolve()))
-    plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None))
+    plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None),
+                               include_path=list(d.include_path or (e.include_path if e else [])))
     cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None else []
     sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None else []
     return plan, cpt_sources, sft_sources
@@ -310,9 +311,11 @@ def _decontamination_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
     """What the decontamination reads outside its section: the training sources and the evaluation sets."""
     plan, cpt_sources, sft_sources = decontamination_plan(recipe, recipe.decontamination)
     settings = {"cpt": [dataclasses.asdict(s) for s in cpt_sources], "sft": [dataclasses.asdict(s) for s in sft_sources],
-                "tasks": plan.tasks, "heldout": plan.heldout, "data_dir": plan.data_dir}
+                "tasks": plan.tasks, "heldout": plan.heldout, "data_dir": plan.data_dir,
+                "include_path": plan.include_path}
     paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _labelled_paths(plan.tasks) + _labelled_paths(
-        plan.heldout) + ([plan.data_dir] if plan.data_dir else [])
+        plan.heldout) + _lm_eval_yamls(plan.tasks) + list(plan.include_path) + ([plan.data_dir] if plan.data_dir
+                                                                                 else [])
     return settings, paths
 
 
@@ -351,8 +354,15 @@ def _labelled_paths(specs: list[str]) -> list[str]:
     return [spec.split("=", 1)[1] for spec in specs if "=" in spec]
 
 
+def _lm_eval_yamls(specs: list[str]) -> list[str]:
+    """The YAML files named by lmeval:PATH tasks (a task name is found under include_path, listed apart)."""
+    return [spec.partition(":")[2] for spec in specs if spec.startswith("lmeval:")
+            and spec.lower().endswith((".yaml", ".yml"))]
+
+
 def _eval_inputs(e: EvalArgs) -> list[str]:
-    return _labelled_paths(e.heldout) + list(e.text) + _labelled_paths(e.tasks) + (
+    return _labelled_paths(e.heldout) + list(e.text) + _labelled_paths(e.tasks) + _lm_eval_yamls(e.tasks) + list(
+        e.include_path) + (
         [e.data_dir] if e.data_dir else []) + ([e.diversity_text] if e.diversity_text else [])
 
 
