@@ -1,6 +1,7 @@
 """`yunshan chat`: talk to a model in the terminal, or answer prompts for a script (one JSON line each).
 
     yunshan chat runs/demo_tiny/05_sft                                  # interactive; /reset, /exit (or Ctrl-D)
+    yunshan chat runs/demo_tiny                                         # a run folder: its final model
     yunshan chat exports/yunshan-demo --trust-remote-code               # an export, run by its own modeling code
     yunshan chat runs/lora/adapter --base runs/demo_tiny/04_cpt         # a LoRA adapter folder with its base
     yunshan chat MODEL --system "你是一名金融助手。" --temperature 0.7 --top-p 0.9 --max-new-tokens 256
@@ -105,7 +106,7 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     from yunshan.pretrained import context_length, load_causal_lm, load_tokenizer, resolve_model_folder
 
     # A Hub id becomes its HF cache folder (downloaded unless HF_HUB_OFFLINE=1; offline and not cached: one line).
-    path = Path(resolve_model_folder(args.model, args.revision, field="MODEL"))
+    path = run_final_model(Path(resolve_model_folder(args.model, args.revision, field="MODEL")))
     dtype, autocast, _ = eval_autocast(args.dtype)
     adapter_config = path / "adapter_config.json"
     base = None
@@ -148,6 +149,23 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
                    f"{'bfloat16 autocast' if autocast else dtype}, chat template: {template}")
     return ChatModel(model, tokenizer, stop_ids(model, tokenizer), template, autocast,
                      context_length(model, tokenizer), description)
+
+
+def run_final_model(folder: Path) -> Path:
+    """The model folder a reference means: a `yunshan run` folder (run.json) stands for its final model (the last
+    stage's output, merged weights for a LoRA run), any other folder for itself."""
+    from yunshan.artifacts import RunManifest
+    from yunshan.hub.provenance import resolve_in_run
+
+    manifest_path = folder / RunManifest.FILE
+    if not manifest_path.is_file():
+        return folder
+    manifest = RunManifest.read(manifest_path)
+    final = resolve_in_run(folder, manifest.final_model)
+    if final is None:
+        raise FileNotFoundError(f"{manifest_path}: field final_model={manifest.final_model!r} is not a folder; "
+                                "finish the run (yunshan run RECIPE) first")
+    return final
 
 
 def _own_code_model(folder: Path, dtype):

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("yunshan.data_commands", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "chat": ("yunshan.chat", "talk to a model in the terminal (streamed), or answer prompts as JSON lines"),
+    "serve": ("yunshan.serve.command", "an OpenAI-compatible HTTP server (chat/completions, completions, models)"),
     "export": ("yunshan.hub.export", "export a run or model folder for the Hub: safetensors, code, tokenizer, model card"),
     "push": ("yunshan.hub.push", "upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or the login)"),
     "tokenizer": ("yunshan.tokenizer.commands", "extend a tokenizer with domain vocabulary; compare compression"),

@@ -1,0 +1,190 @@
+"""`yunshan serve`: an OpenAI-compatible HTTP server over a run, a model folder, an export or a LoRA adapter.
+
+    yunshan serve runs/demo_tiny                                        # the run's final model, http://127.0.0.1:8000
+    yunshan serve exports/yunshan-demo --trust-remote-code               # an export, run by its own modeling code
+    yunshan serve runs/lora/05_sft/adapter --base runs/lora/04_cpt       # a LoRA adapter with its base
+    yunshan serve models/smollm2-135m --served-model-name smollm2 --port 8080 --max-batch-size 16
+    YUNSHAN_API_KEY=secret yunshan serve runs/demo_tiny --host 0.0.0.0   # reachable from other machines, with a key
+
+    curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+      -d '{"model": "demo_tiny", "messages": [{"role": "user", "content": "什么是应收账款？"}]}'
+
+Endpoints: /v1/chat/completions (the model's chat template, or yunshan's default for a tokenizer without one; SSE
+streaming with stream=true), /v1/completions (raw prompts), /v1/models, /health. Sampling takes OpenAI's names
+(temperature, top_p, max_tokens / max_completion_tokens, stop, seed, n, presence_penalty, frequency_penalty,
+logit_bias) and vLLM's extensions (top_k, min_p, repetition_penalty); answers stop at the model's EOS and the
+template's end-of-turn token, and carry usage counts. The model is loaded as `yunshan chat` loads it
+(yunshan.chat.load_chat_model: PanGu-π and OTCE by the classes yunshan registers, a folder's own code only with
+--trust-remote-code, an adapter merged into its base; a `yunshan run` folder means its final model).
+
+Requests wait in one queue and run in batches of up to --max-batch-size rows (yunshan.serve.engine); none is lost:
+each is answered, or refused with an OpenAI error (yunshan.serve.app). The server listens on 127.0.0.1 unless
+--host says otherwise; with --api-key (or YUNSHAN_API_KEY, which keeps the key out of the process list) every /v1
+request must carry `Authorization: Bearer KEY`. Ctrl-C (or SIGTERM) stops taking connections and answers every
+request already received, running or queued; what is still unanswered after --drain-timeout seconds, or at a
+second Ctrl-C, is refused with a 503 (a stream ends with an error event), and a third Ctrl-C quits at once.
+
+Built on FastAPI and uvicorn. `transformers serve` (transformers 5.24) was checked first and not used: it loads a
+model by `getattr(transformers, config.architectures[0])`, so PanGu-π and OTCE (registered with the Auto classes,
+not attributes of transformers) fail with AttributeError; a LoRA adapter folder fails in AutoProcessor; `n` is
+ignored with a warning; errors are {"detail": ...} with 422 for malformed JSON; there is no API key; and its
+serving package is documented as experimental and subject to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+OPT_IN = "--trust-remote-code"
+API_KEY_ENV = "YUNSHAN_API_KEY"
+
+
+@dataclass
+class ServeArgs:
+    """Arguments of `yunshan serve`."""
+
+    model: str = field(metadata={"help": "a `yunshan run` folder, model folder, export, Hub id ORG/NAME, or a PEFT "
+                                         "adapter folder (see --base)"})
+    revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in MODEL"})
+    base: str | None = field(default=None, metadata={
+        "help": "base model (folder or Hub id) of a LoRA adapter (default: the base_model_name_or_path its "
+                "adapter_config.json names)"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "run the model folder's own modeling code (auto_map), as an exported PanGu-π or OTCE ships it"})
+    served_model_name: str | None = field(default=None, metadata={
+        "help": "the name clients give as `model` (default: the run's name or the folder's name)"})
+    host: str = field(default="127.0.0.1", metadata={
+        "help": "address to listen on (0.0.0.0: every interface; then set an API key)"})
+    port: int = field(default=8000, metadata={"help": "TCP port"})
+    api_key: str | None = field(default=None, metadata={
+        "help": f"require `Authorization: Bearer KEY` on /v1 requests (or set {API_KEY_ENV}, which ps does not show)"})
+    max_batch_size: int = field(default=8, metadata={
+        "help": "most rows (requests x n) generated together in one batch"})
+    max_queue: int = field(default=256, metadata={
+        "help": "most requests waiting; beyond it a request gets 429 (the openai client retries)"})
+    max_n: int = field(default=8, metadata={"help": "largest n (choices per request) accepted"})
+    max_tokens: int = field(default=512, metadata={
+        "help": "answer length of a request that gives no max_tokens (never beyond the model's context)"})
+    seed: int | None = field(default=None, metadata={
+        "help": "seed of the server's sampling (a request's own `seed` fixes its answer in any case)"})
+    drain_timeout: float = field(default=60.0, metadata={
+        "help": "after Ctrl-C, seconds to finish the requests already received before refusing the rest (503)"})
+    dtype: str = field(default="auto", metadata={
+        "help": "auto (bf16 autocast where the CPU/GPU multiplies bf16 fast, else float32), float32, bfloat16, "
+                "float16"})
+    device: str = field(default="cpu", metadata={"help": "torch device"})
+    log_level: str = field(default="info", metadata={"help": "uvicorn's log level (info logs every request)"})
+
+    def __post_init__(self):
+        if self.max_batch_size < 1 or self.max_queue < 1 or self.max_n < 1 or self.max_tokens < 1:
+            raise ValueError("--max-batch-size, --max-queue, --max-n and --max-tokens must be >= 1")
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"--port must be in 0-65535, got {self.port}")
+        if self.drain_timeout < 0:
+            raise ValueError(f"--drain-timeout must be >= 0, got {self.drain_timeout}")
+
+
+def served_name(args: ServeArgs, model_dir: Path) -> str:
+    """--served-model-name, else the run's name (a run folder) or the folder's name."""
+    if args.served_model_name:
+        return args.served_model_name
+    source = Path(args.model)
+    if (source / "run.json").is_file():
+        from yunshan.artifacts import RunManifest
+
+        return RunManifest.read(source).name or source.resolve().name
+    return source.resolve().name if source.exists() else args.model
+
+
+def build_server(args: ServeArgs) -> DrainingServer:
+    """The loaded model, its engine and the uvicorn server, ready to run (`server.run()`)."""
+    from yunshan.chat import ChatArgs, load_chat_model, run_final_model
+    from yunshan.serve.app import build_app
+    from yunshan.serve.engine import Engine
+
+    chat = load_chat_model(ChatArgs(model=args.model, revision=args.revision, base=args.base,
+                                    trust_remote_code=args.trust_remote_code, dtype=args.dtype, device=args.device))
+    source = Path(args.model)
+    model_dir = run_final_model(source) if source.is_dir() else source
+    name = served_name(args, model_dir)
+    created = int(model_dir.stat().st_mtime) if model_dir.exists() else 0
+    engine = Engine(chat, max_batch_size=args.max_batch_size, max_queue=args.max_queue, seed=args.seed)
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    app = build_app(engine, model_name=name, api_key=api_key, max_n=args.max_n, max_tokens=args.max_tokens,
+                    created=created)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="off",
+                            timeout_graceful_shutdown=None)
+    server = DrainingServer(config, engine, args.drain_timeout)
+    server.description = (f"{chat.description}; served as {name!r} on http://{args.host}:{args.port}/v1, batches of "
+                          f"up to {args.max_batch_size}, context {chat.max_length}"
+                          f"{', API key required' if api_key else ''}")
+    return server
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's Server with yunshan's shutdown: the first Ctrl-C (or SIGTERM) stops listening and answers what was
+    received, the second refuses what is left (503), the third quits at once. The process then exits 0 (uvicorn
+    would raise the signal again after its shutdown)."""
+
+    def __init__(self, config, engine, drain_timeout: float):
+        super().__init__(config)
+        self.engine, self.drain_timeout, self.signals_seen = engine, drain_timeout, 0
+        self.description = ""
+
+    def handle_exit(self, sig, frame) -> None:
+        self.signals_seen += 1
+        log = logging.getLogger("yunshan.serve")
+        if self.signals_seen == 1:
+            stats = self.engine.stats()
+            log.warning("shutting down: answering the %d running and %d queued rows (at most %.0f s; Ctrl-C again "
+                        "to refuse them)", stats["running"], stats["queued"], self.drain_timeout)
+            self.engine.drain()
+            timer = threading.Timer(self.drain_timeout, self.engine.abort, args=(
+                f"the server shut down before answering (--drain-timeout {self.drain_timeout:g} s passed)",))
+            timer.daemon = True
+            timer.start()
+            self.should_exit = True  # uvicorn stops listening and waits for the open connections
+        elif self.signals_seen == 2:
+            log.warning("refusing the requests still unanswered (503)")
+            self.engine.abort("the server was stopped before answering (Ctrl-C twice)")
+        else:
+            self.force_exit = True
+
+    def run_serving(self) -> None:
+        """Start the engine, serve until shut down, then stop the engine."""
+        self.engine.start()
+        try:
+            self.run()
+        finally:
+            self.engine.abort("the server stopped")
+            self.engine.stop(timeout=30)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from yunshan.flags import add_flags
+    from yunshan.precision import CHOICES
+
+    add_flags(parser, ServeArgs, positional={"model": "MODEL"}, choices={
+        "dtype": CHOICES, "log_level": ("critical", "error", "warning", "info", "debug", "trace")},
+        metavars={"api_key": "KEY"})
+
+
+def run(args: argparse.Namespace) -> int:
+    from yunshan.flags import from_flags
+
+    a = from_flags(ServeArgs, args)
+    started = time.monotonic()
+    server = build_server(a)
+    print(f"yunshan serve: {server.description} (loaded in {time.monotonic() - started:.1f} s; Ctrl-C drains and "
+          "stops)", flush=True)
+    server.run_serving()
+    print("yunshan serve: stopped", flush=True)
+    return 0
