@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from yunshan.eval import cherrant
 from yunshan.eval.cherrant import (
     RESOURCE_DIR, RESOURCE_ENV, Aligner, Annotation, CharAnnotator, Resources, alignments, char_tokens,
     compare_edits, corpus_f05, count_alignments, f_score, find_resource_dir, load_resources, merge_edits,
+    merge_runs, merged_edit_lists,
 )
 
 NOOP = [(-1, -1, "noop", "-NONE-")]
@@ -100,6 +102,66 @@ def reference_operations(aligner, src, tgt):
 
 
 sentences = st.lists(st.sampled_from(list("甲乙丙丁他她们门，。ab")), min_size=1, max_size=12)
+COSTS = Resources(semantic={"甲": "Aa01A01=", "乙": "Aa01A02=", "丙": "Ab02A01="}, confusion={"门": ["们"]})
+
+
+def reached(oper, first_only):
+    """The cells ChERRANT's search reaches from the end, with their operations."""
+    n, m = len(oper) - 1, len(oper[0]) - 1
+    out, todo = {}, [(n, m)]
+    while todo:
+        i, j = todo.pop()
+        if (i, j) in out:
+            continue
+        out[(i, j)] = ops = tuple(oper[i][j]) if i + j else ()
+        for op in ops[:1] if first_only else ops:
+            k = 1 if op in "MSDI" else int(op[1:])
+            todo.append((i - (k if op[0] in "MSDT" else 0), j - (k if op[0] in "MSIT" else 0)))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(list("甲乙丙丁他她们门，。ab")), min_size=1, max_size=16), sentences,
+       st.integers(min_value=0, max_value=3))
+def test_band_and_run_walk_equal_the_whole_programme(src, tgt, width):
+    """A band's operations, when it accepts them, are the whole programme's on every cell the search reaches; the
+    merged runs walked run by run are exactly the distinct merged runs of every alignment."""
+    tgt = (src[: len(src) // 2] + tgt)[:16]  # half of the pairs share a prefix, as corrections do
+    aligner = Aligner(COSTS)
+    whole = aligner.full_operations(src, tgt)
+    for first_only in (False, True):
+        expected = reached(whole, first_only)
+        band, total = aligner.band_operations(src, tgt, width, first_only)
+        assert total < float("inf")  # an upper bound of the whole alignment's cost
+        if band is not None:
+            assert reached(band, first_only) == expected
+        assert reached(aligner.operations(src, tgt, first_only), first_only) == expected
+        runs = {tuple(merge_runs(a)) for a in alignments(whole, first_only)}
+        assert merged_edit_lists(whole, first_only) == runs
+
+
+def test_a_narrow_band_refuses_a_rewrite_and_proves_a_correction():
+    aligner = Aligner(COSTS)
+    src = list("甲乙丙丁他她们门甲乙丙丁")
+    assert aligner.band_operations(src, list("门们她他丁丙乙甲ab"), 1)[0] is None  # leaving the band is cheaper
+    band, total = aligner.band_operations(src, list("甲乙丙丁他她门们甲乙丁"), 1)
+    whole = aligner.full_operations(src, list("甲乙丙丁他她门们甲乙丁"))
+    assert band is not None and reached(band, False) == reached(whole, False)
+    assert sum(c is not None for row in band for c in row) < sum(c is not None for row in whole for c in row)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sentences, sentences, st.integers(min_value=0, max_value=2))
+def test_window_code_collisions_fall_back_to_chertants_search(src, tgt, width):
+    """Every token given the same code: every earlier window start looks like a match and must be checked."""
+    aligner = Aligner(COSTS)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cherrant, "_token_codes", lambda tokens: dict.fromkeys(tokens, 1))
+        whole = aligner.full_operations(src, tgt)
+        band, _ = aligner.band_operations(src, tgt, width)
+    assert [[tuple(c) if c else c for c in row] for row in whole] == reference_operations(aligner, src, tgt)
+    if band is not None:
+        assert reached(band, False) == reached(whole, False)
 
 
 @settings(max_examples=300, deadline=None)
@@ -107,7 +169,7 @@ sentences = st.lists(st.sampled_from(list("甲乙丙丁他她们门，。ab")), 
 def test_alignment_equals_the_plain_dynamic_programme(src, tgt):
     aligner = Aligner(Resources(semantic={"甲": "Aa01A01=", "乙": "Aa01A02=", "丙": "Ab02A01="},
                                 confusion={"门": ["们"]}))
-    oper = aligner.operations(src, tgt)
+    oper = aligner.full_operations(src, tgt)
     assert [[tuple(c) if c else c for c in row] for row in oper] == reference_operations(aligner, src, tgt)
     for first_only in (False, True):
         found = list(alignments(oper, first_only))
@@ -197,3 +259,12 @@ def test_resource_folder_found_in_a_lawbench_checkout(tmp_path, monkeypatch):
     monkeypatch.setenv(RESOURCE_ENV, str(tmp_path / "elsewhere"))
     assert find_resource_dir(checkout / "data" / "zero_shot") == tmp_path / "elsewhere"
     assert os.environ[RESOURCE_ENV]
+
+
+def test_one_character_costs_equal_chertant_general_formula():
+    aligner = Aligner(Resources(semantic={"甲": "Aa01A01=", "乙": "Aa01A02=", "丙": "Ab02A01=", "丁": "Bb02A01=",
+                                          "戊": "Ba01A01=", "，": "Zz01A01="}, confusion={"己": ["已"], "门": ["们"]}))
+    tokens = list("甲乙丙丁戊己已门们他她，。！AB1") + ["[缺失成分]"]
+    for a in tokens:
+        for b in tokens:
+            assert aligner.sub_cost(a, b) == aligner._general_sub_cost(a, b), (a, b)
