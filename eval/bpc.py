@@ -8,7 +8,8 @@ a sliding window (each window adds `stride` new tokens and keeps the rest as con
 models with different tokenizers: it is the cost of the characters, not of the tokens. Given a "before" model
 (the first --model) and an "after" model, the table puts the change on general text (forgetting: it should not
 rise much) next to the change on domain text (gain: it should fall) — the 1:1 replay of continual pretraining
-exists to keep the first small.
+exists to keep the first small. A held-out `.txt` is one continuous document (blank lines are paragraph breaks
+inside it, yunshan.data.records' `.txt` rule): each paragraph is predicted with the text before it as context.
 
 `rolling_nll` scores every token of a document once (sliding windows, batched by length); yunshan cpt's
 forgetting monitor measures its bits per character with it too (yunshan.training.monitoring).
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
+from yunshan.data.records import first_chars
 
 from .likelihood import logits_kept, prefix_token_id
 from .texts import default_texts, labelled_files, read_documents
@@ -133,24 +136,11 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
     return out
 
 
-def first_chars(docs: list[str], max_chars: int) -> list[str]:
-    """The documents in order until they hold `max_chars` characters, the last one cut to fill exactly that."""
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be at least 1, got {max_chars}")
-    kept, left = [], max_chars
-    for doc in docs:
-        if left <= 0:
-            break
-        kept.append(doc[:left])
-        left -= len(kept[-1])
-    return kept
-
-
 def run_bpc(lm, files: dict[str, str | Path], limit: int | None = None, max_length: int | None = None,
             stride: int | None = None, batch_size: int = 8, progress: bool = False,
             max_chars: int | None = None) -> dict:
     """BPC of one model on each labelled file ({"general": path, "legal": path, ...}): its first `limit`
-    documents, then its first `max_chars` characters of those."""
+    documents (a .txt is one), then its first `max_chars` characters of those."""
     per_file = {}
     for label, path in files.items():
         docs = read_documents(path)

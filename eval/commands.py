@@ -82,7 +82,7 @@ class EvalArgs:
                 "force it. Bits per character always predict the first token from BOS (else EOS). results.json "
                 "records what each model got (models.NAME.add_bos)"})
     text: list[str] = field(default_factory=list, metadata={
-        "help": "text files for compression (.txt blank-line separated, .jsonl/.json records; default: the "
+        "help": "text files for compression (.txt one continuous document, .jsonl/.json one per record; default: the "
                 "sample held-out texts and JEC-QA)"})
     heldout: list[str] = field(default_factory=list, metadata={
         "help": "LABEL=FILE held-out text for bpc; label 'general' is the forgetting column (default: the "

@@ -84,7 +84,8 @@ def layer_states(lm, documents: list[str], max_tokens_per_doc: int = 512, batch_
 def run_diversity(lm, text_file: str | Path, eps: float = 0.8, limit: int | None = None,
                   max_tokens_per_doc: int = 512, batch_size: int = 8) -> dict:
     """d(eps) per layer of one model on the documents of `text_file`."""
-    docs = read_documents(text_file)
+    # Passages, not one document: d(eps) is taken over the first tokens of each paragraph of a .txt.
+    docs = read_documents(text_file, txt_document="paragraph")
     docs = docs[:limit] if limit is not None else docs
     states = layer_states(lm, docs, max_tokens_per_doc, batch_size)
     dims = [effective_dimension(s, eps) for s in states]

@@ -15,7 +15,7 @@ the same message:
 | lawbench | `lawbench.load_lawbench` | a record | the question and the answer |
 | jecqa | `jecqa.load_jecqa` | a record | the statement, each option |
 | generic (your own mc, qa, gen) | `generic.read_rows` | a row of the file, or of every data file of the folder (test, dev, ...) | the question and each option (mc) or each accepted answer (qa, gen) |
-| bpc (held-out texts) | yunshan.data.records (`.txt`: a document per paragraph) | a document | its text |
+| bpc (held-out texts) | yunshan.data.records (`.txt`: a paragraph per item, though scored whole) | a paragraph or record | its text |
 
 Each item's tag is {"task", "id", "group"}; the group is the subtask a report breaks a set down by (the LawBench
 task, the C-Eval/CMMLU subject, the JEC-QA file, your own set's subject or else its file, the held-out label). Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
@@ -56,7 +56,8 @@ def heldout_items(label: str, path: str | Path) -> Iterator[Text]:
     """The documents of a held-out text (bits per character) with their first line."""
     from yunshan.data.records import read_texts
 
-    for where, text in read_texts(str(path), f"held-out text {label}"):
+    # Paragraphs as items: an overlap is located and measured per paragraph (scoring takes the text whole).
+    for where, text in read_texts(str(path), f"held-out text {label}", txt_document="paragraph"):
         yield Text(where, [text], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1], "group": label})
 
 

@@ -3,8 +3,9 @@
     from yunshan.eval.texts import read_documents
     docs = read_documents("heldout/legal.txt")
 
-- `.txt`: one document per paragraph (lines up to a blank line: yunshan's `.txt` rule, yunshan.data.records, as
-  in training; the held-out files yunshan.samples writes are laid out so);
+- `.txt`: one continuous document (a held-out or evaluation text: its blank lines are paragraph breaks inside it,
+  not document boundaries; yunshan.data.records' `.txt` rule for held-out texts), or with `txt_document="paragraph"`
+  one document per paragraph (feature diversity samples passages that way);
 - `.jsonl` / `.json` (a JSON list or one object per line): a record's `text` field, or for JEC-QA records
   (`statement` + `option_list`) the statement and each option as separate pieces, so "statement plus options"
   counts exactly those characters (the paper's Table 7 measures JEC-QA that way).
@@ -23,17 +24,18 @@ def _pieces(record: dict, where: str) -> list[str]:
     raise ValueError(f"{where}: a record needs a 'text' field or JEC-QA's 'statement' and 'option_list'")
 
 
-def read_documents(path: str | Path) -> list[str]:
-    """The non-empty documents (or JEC-QA pieces) of a text file, in file order."""
-    from yunshan.data.records import BadRecord, read_records
+def read_documents(path: str | Path, txt_document: str | None = None) -> list[str]:
+    """The non-empty documents (or JEC-QA pieces) of a text file, in file order; a .txt is one document unless
+    `txt_document` says otherwise."""
+    from yunshan.data.records import HELDOUT_TXT_DOCUMENT, BadRecord, read_records
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such text file")
     if path.suffix not in (".txt", ".json", ".jsonl"):
-        raise ValueError(f"{path}: unsupported text file; use .txt (blank-line separated documents), .jsonl or .json")
+        raise ValueError(f"{path}: unsupported text file; use .txt (one document), .jsonl or .json (one per record)")
     docs = []
-    for where, record, _ in read_records(str(path)):
+    for where, record, _ in read_records(str(path), txt_document=txt_document or HELDOUT_TXT_DOCUMENT):
         if isinstance(record, BadRecord):
             raise ValueError(record.describe())
         if not isinstance(record, dict):

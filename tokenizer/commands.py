@@ -27,7 +27,7 @@ class ExtensionCostArgs:
                 "own tokenizer and of the extended model with new rows as initialised; written to "
                 "extension_cost.json in --out"})
     heldout: list[str] = field(default_factory=list, metadata={
-        "help": "LABEL=FILE held-out texts for --model (blank-line separated paragraphs or .jsonl)"})
+        "help": "LABEL=FILE held-out texts for --model (.txt: one continuous document; .jsonl: one per record)"})
     init: str = field(default="subword_mean", metadata={
         "help": "new-row initialisation for the --model measurement: subword_mean, mean or random"})
     max_chars: int = field(default=20000, metadata={"help": "characters of each held-out file"})
@@ -41,12 +41,12 @@ class ReportArgs:
 
     tokenizer: list[str] = field(metadata={"help": "tokenizer folder or .model (repeat; the first is the reference)"})
     text: list[str] = field(metadata={"help": "texts: files, folders or globs in any format yunshan cpt reads (.jsonl: "
-                                              "one text per record; .txt: one text per paragraph)"})
+                                              "one text per record; .txt: one text, as held-out texts are read)"})
     format: str = field(default="auto", metadata={"help": "format of the text files: auto (from each name) or jsonl, "
                                                           "json, parquet, csv, txt"})
     text_field: str = field(default="text", metadata={"help": "record field holding the text"})
-    txt_document: str = field(default="paragraph", metadata={"help": ".txt files: one text per paragraph, line or "
-                                                                     "file"})
+    txt_document: str = field(default="file", metadata={"help": ".txt files: one text per file (a held-out text is one "
+                                                                "document), paragraph or line"})
     top_new: int = field(default=20, metadata={"help": "how many of the most used new tokens to list"})
     json: str | None = field(default=None, metadata={"help": "also write the report as JSON here"})
 

@@ -5,8 +5,9 @@
 
 Compression rate as the PanGu-π paper defines it (Table 7; docs/evaluation-formats.md): the sum of tokens over
 the sum of Unicode characters of the texts, no BOS or other special tokens added; lower is better. A `.jsonl` file
-gives one text per record ("text" field, `--text-field`), a `.txt` file one text per paragraph (yunshan's `.txt`
-rule), every format and compression `yunshan cpt` reads (corpus.py: the data layer's one reader; files, folders,
+gives one text per record ("text" field, `--text-field`), a `.txt` file is one text (a held-out or evaluation text is
+one continuous document: yunshan.data.records' `.txt` rule; `--txt-document paragraph` cuts it at blank lines),
+every format and compression `yunshan cpt` reads (corpus.py: the data layer's one reader; files, folders,
 globs; one row per file). Every tokenizer after the first is compared with the first (token change in percent)
 and lists the tokens it has that the first lacks, most used first. Output: a markdown table on stdout and, with
 `--json`, the same numbers as JSON.
@@ -43,7 +44,7 @@ def load_backend(path: str | Path):
 
 
 def compression_report(tokenizers: list[str | Path], texts: list[str | Path], *, text_field: str = "text",
-                       format: str = "auto", txt_document: str = "paragraph", top_new: int = 20,
+                       format: str = "auto", txt_document: str = "file", top_new: int = 20,
                        batch_size: int = 1000) -> dict:
     """Token counts of every tokenizer on every text file (`texts`: files, folders or globs); see the module
     docstring for the definitions. An unusable record is an error naming file, line and field."""

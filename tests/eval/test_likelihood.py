@@ -219,11 +219,12 @@ def test_bpc_max_chars_scores_exactly_the_first_characters(llama, llama_dir, tmp
     assert first_chars(docs, 10_000) == docs
     with pytest.raises(ValueError, match="at least 1"):
         first_chars(docs, 0)
-    full = tmp_path / "full.txt"
-    full.write_text("\n\n".join(docs))
-    cut = tmp_path / "cut.txt"
+    # One document per record (a .txt would be one document: test_heldout_documents.py)
+    full = tmp_path / "full.jsonl"
+    full.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    cut = tmp_path / "cut.jsonl"
     n = len(docs[0]) + 20
-    cut.write_text("\n\n".join(first_chars(docs, n)))
+    cut.write_text("".join(json.dumps({"text": d}) + "\n" for d in first_chars(docs, n)))
     capped = run_bpc(llama, {"t": full}, max_chars=n, max_length=64)["files"]["t"]
     reference = run_bpc(llama, {"t": cut}, max_length=64)["files"]["t"]
     assert capped["chars"] == n == reference["chars"] and capped["documents"] == 2

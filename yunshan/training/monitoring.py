@@ -19,21 +19,14 @@ from transformers import TrainerCallback
 
 
 def read_heldout(paths: list[str], max_chars: int) -> list[str]:
-    """Documents of held-out text files, read as every corpus is (yunshan.data.records: .txt one document per
-    paragraph, .jsonl/.json the `text` field), at most `max_chars` characters in all (whole documents, in file
-    order)."""
-    from yunshan.data.records import read_texts
+    """Documents of held-out text files (yunshan.data.records.read_texts: a .txt is one continuous document,
+    .jsonl/.json one per record), the first `max_chars` characters in all (in file order, the last one cut)."""
+    from yunshan.data.records import first_chars, read_texts
 
-    docs, total = [], 0
-    for path in paths:
-        for _, text in read_texts(str(path), "held-out text"):
-            if total >= max_chars:
-                return docs
-            docs.append(text)
-            total += len(text)
+    docs = [text for path in paths for _, text in read_texts(str(path), "held-out text")]
     if not docs:
         raise ValueError(f"held-out files {paths} hold no text")
-    return docs
+    return first_chars(docs, max_chars)
 
 
 @torch.no_grad()
