@@ -169,7 +169,8 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
             if only and name not in only:
                 continue
             w = warmup_steps if warmup == "true" else 0
-            recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok, str(out), mixture, steps - w, warmup,
+            # training.max_steps is the whole budget, the warm-up's steps included
+            recipe = load_recipe(CptArgs, data=cpt_recipe(model_dir, tok, str(out), mixture, steps, warmup,
                                                             w, monitor_chars=monitor_chars))
             started = time.perf_counter()
             summary = run_cpt(recipe)

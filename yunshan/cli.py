@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     # The subcommand is the first word that is not an option (the top-level options take no values).
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser([chosen] if chosen in COMMANDS else [])
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()
         return 2
@@ -68,8 +68,34 @@ def main(argv: list[str] | None = None) -> int:
         # error names the file and the reason), no traceback.
         print(f"yunshan {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as err:
+        # Ctrl-C: one line, no traceback. A command that keeps something resumable says what in the exception
+        # (yunshan run: the stages kept and the checkpoint a rerun continues from).
+        detail = _one_line(err) if str(err) else "Ctrl-C; nothing is kept beyond what the command had finished writing"
+        # The interrupted frames hold the progress bars: freed first, they close (and redraw) before the line.
+        err.__context__ = err.__cause__ = err.__traceback__ = None
+        del err
+        import gc
+
+        gc.collect()
+        sys.stderr.flush()
+        print(f"\nyunshan {args.command}: interrupted: {detail}", file=sys.stderr)
+        return 130
     finally:
         _close_process_group()
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The parsed command line. The recipe commands' dotted overrides may come anywhere, after options too
+    (`yunshan run R.yaml --from cpt cpt.training.max_steps=10`): argparse stops filling a positional list at the
+    first option, so the KEY=VALUE words after one are taken here; anything else unknown is argparse's error."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "overrides") and all("=" in a and not a.startswith("-") for a in extra):
+            args.overrides = [*(args.overrides or []), *extra]
+        else:
+            parser.parse_args(argv)  # exits with argparse's "unrecognized arguments" message
+    return args
 
 
 def _one_line(err: BaseException) -> str:

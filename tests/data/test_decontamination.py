@@ -444,8 +444,8 @@ def test_a_stop_leaves_no_partial_file(tmp_path, eval_sets, monkeypatch):
         return real_write(self, obj)
 
     monkeypatch.setattr(writers.JsonlWriter, "write", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        main(["data", "decontaminate", str(train), "--data-dir", str(eval_sets), "--out", str(out), "--drop"])
+    # The command line turns the interruption into one line and exit code 130 (yunshan.cli), after the clean-up.
+    assert main(["data", "decontaminate", str(train), "--data-dir", str(eval_sets), "--out", str(out), "--drop"]) == 130
     assert any(c.startswith("cpt_") for c in calls)  # it was stopped while writing clean/
     assert not list(out.rglob("*.part")) and not (out / ".scan").exists()
 

@@ -389,7 +389,8 @@ def test_a_tied_model_stays_tied_and_trains_its_new_rows_on_both_sides(setup, ti
     assert moved == (mode != "none"), "the new rows (input and output: one matrix) must train unless mode is none"
     report = json.loads((run / "data_report.json").read_text())
     if warmup and mode != "none":
-        assert report["embedding_warmup"]["steps"] == 3 and summary["steps"] == 7  # 3 warm-up + 4 training steps
+        # training.max_steps is the whole budget: 3 warm-up steps, then 1 of continual pretraining
+        assert report["embedding_warmup"]["steps"] == 3 and summary["steps"] == 4
     else:
         assert "embedding_warmup" not in report and summary["steps"] == 4
     out = tmp_path / "export"
@@ -405,7 +406,7 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
     from transformers import AutoTokenizer
 
     n_base = len(AutoTokenizer.from_pretrained(base))
-    data = recipe_dict(setup, tmp_path / "warm", max_steps=4, save_steps=3, weight_decay=0.1, save_total_limit=5)
+    data = recipe_dict(setup, tmp_path / "warm", max_steps=7, save_steps=3, weight_decay=0.1, save_total_limit=5)
     data["model"] = {"name_or_path": str(base)}
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
@@ -449,11 +450,11 @@ def test_warmup_ends_when_heldout_bpc_reaches_the_base_and_reports_the_cost(setu
 
     monkeypatch.setattr(cpt, "_heldout_bpc", raised_base)
     base, tok_ext = tied_llama
-    data = recipe_dict(setup, tmp_path / "early", max_steps=2, save_steps=100)
+    data = recipe_dict(setup, tmp_path / "early", max_steps=6, save_steps=100)
     data["model"] = {"name_or_path": str(base)}
     data["tokenizer"] = {"path": str(tok_ext)}
     data["monitor"]["every_steps"] = 0
-    data["warmup"] = {"steps": 40, "fit_sequences": 8, "check_every": 2, "learning_rate": 0.03}
+    data["warmup"] = {"steps": 4, "fit_sequences": 8, "check_every": 2, "learning_rate": 0.03}
     summary = run_cpt(load_recipe(CptArgs, data=data))
     report = json.loads((tmp_path / "early/data_report.json").read_text())
     cost = report["extension_cost"]
@@ -464,7 +465,7 @@ def test_warmup_ends_when_heldout_bpc_reaches_the_base_and_reports_the_cost(setu
     assert cost["init"]["general"] > calls[0]["general"]  # without the raise, the extension costs at step 0
     last = warm["checks"][-1]
     assert all(last[f"bpc_{k}"] <= cost["base"][k] for k in cost["base"])
-    assert summary["steps"] == 42  # the unused warm-up steps go to continual pretraining
+    assert summary["steps"] == 6  # the budget: the warm-up's unused steps go to continual pretraining
 
 
 @pytest.mark.parametrize("mode", ["full", "indices"])
@@ -476,7 +477,7 @@ def test_resume_inside_the_warmup_equals_an_uninterrupted_run(setup, tied_llama,
     base, tok_ext = tied_llama
     runs = {}
     for name in ("a", "b"):
-        data = recipe_dict(setup, tmp_path / name, max_steps=4, save_steps=2, save_total_limit=10)
+        data = recipe_dict(setup, tmp_path / name, max_steps=8, save_steps=2, save_total_limit=10)
         data["model"] = {"name_or_path": str(base)}
         data["tokenizer"] = {"path": str(tok_ext)}
         data["monitor"]["every_steps"] = 0
@@ -544,11 +545,11 @@ def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
 def test_a_kill_after_the_last_checkpoint_finishes_with_the_uninterrupted_weights(setup, tied_llama, tmp_path):
     """Killed after the checkpoint of the last step but before the final save, the rerun saves that checkpoint's
     weights: exactly an uninterrupted run's, no extra step. With the embedding warm-up the last step is
-    warmup.steps + training.max_steps."""
+    training.max_steps, the warm-up included."""
     base, tok_ext = tied_llama
     recipes = {}
     for name in ("a", "b"):
-        data = recipe_dict(setup, tmp_path / name, max_steps=2, save_steps=2)
+        data = recipe_dict(setup, tmp_path / name, max_steps=4, save_steps=2)
         data["model"] = {"name_or_path": str(base)}
         data["tokenizer"] = {"path": str(tok_ext)}
         data["monitor"]["every_steps"] = 0

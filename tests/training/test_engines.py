@@ -187,7 +187,7 @@ def cpt_recipe(world, out: Path, per_device_batch_size: int, **training) -> dict
             {"name": "short", "path": str(files["short"]), "weight": 0.25},
             {"name": "mid", "path": str(files["mid"]), "weight": 0.25},
             {"name": "long", "path": str(files["long"]), "weight": 0.5}]},
-        "training": {"output_dir": str(out), "max_steps": 4, "per_device_batch_size": per_device_batch_size,
+        "training": {"output_dir": str(out), "max_steps": 6, "per_device_batch_size": per_device_batch_size,
                      "learning_rate": 3e-3, "warmup_steps": 1, "save_steps": 2, "save_total_limit": 10,
                      "logging_steps": 1, "precision": "fp32", **training},
         "monitor": {"every_steps": 2, "general": [str(world["heldout"])], "max_chars": 1500},

@@ -226,8 +226,10 @@ def _extension_cost_lines(cpt: dict) -> list[str]:
                          else f"{value:.4f} ({100 * (value / base - 1):+.1f}%)")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if warm:
-        lines += ["", f"Embedding warm-up: {warm.get('steps')} steps ({warm.get('ended')}), new rows only, learning "
-                      f"rate {warm.get('learning_rate')}."]
+        budget = (f" of the {warm['budget_steps']} steps of the run ({100 * warm['share_of_budget']:.0f}% of "
+                  f"training.max_steps; at most {warm.get('max_steps')})" if warm.get("budget_steps") else "")
+        lines += ["", f"Embedding warm-up: {warm.get('steps')} steps{budget} ({warm.get('ended')}), new rows only, "
+                      f"learning rate {warm.get('learning_rate')}."]
     lines += [f"Warning: {w}" for w in cost.get("warnings", [])]
     return lines
 

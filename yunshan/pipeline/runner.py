@@ -181,7 +181,14 @@ class PipelineRunner:
             t0 = time.time()
             try:
                 summary = stage.run(self.layout, section) if (stage.distributed or main) else {}
+            except KeyboardInterrupt:
+                record.status, record.seconds = "interrupted", round(time.time() - t0, 1)
+                record.error = "interrupted (Ctrl-C)"
+                if main:
+                    self.save_manifest(manifest)
+                raise RunInterrupted(self.interrupted_message(stage, manifest)) from None
             except BaseException as err:
+                qualify_error(err, stage)
                 record.status, record.seconds = "failed", round(time.time() - t0, 1)
                 record.error, record.traceback = f"{type(err).__name__}: {err}", traceback.format_exc()[-4000:]
                 if main:
@@ -206,6 +213,20 @@ class PipelineRunner:
             report.print_summary(self.layout, manifest, self.manifest_path)
         barrier()
         return manifest
+
+    def interrupted_message(self, stage, manifest: RunManifest) -> str:
+        """What a Ctrl-C in `stage` leaves: the stages kept, the checkpoint a rerun continues from, the command."""
+        from yunshan.training.checkpoints import latest_complete_checkpoint
+
+        kept = [s.name for s in manifest.stages if s.status == "complete"]
+        parts = [f"Ctrl-C in stage {stage.name}"]
+        parts.append(f"kept: {', '.join(kept)} (complete)" if kept else "no stage was complete yet")
+        checkpoint = latest_complete_checkpoint(self.layout.folder(stage.name) / "checkpoints")
+        if checkpoint is not None:
+            parts.append(f"{stage.name} continues from {checkpoint} on a rerun")
+        recipe = self.recipe_path or "RECIPE.yaml"
+        parts.append(f"resume with: yunshan run {recipe} (the same overrides; complete stages are skipped)")
+        return "; ".join(parts)
 
     def dry_run(self, from_stage: str | None = None) -> dict:
         """Check the recipe's files, models and stages without training anything."""
@@ -242,6 +263,76 @@ class PipelineRunner:
                          "output": str(self.layout.folder(stage.name))})
         return {"recipe": str(self.recipe_path) if self.recipe_path else None, "output_dir": str(self.out),
                 "plan": plan, "problems": problems}
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `yunshan run`; the message says what is kept and how to resume (the command prints it in one
+    line)."""
+
+
+def qualify_error(err: BaseException, stage) -> None:
+    """Make the keys a stage's one-line error names valid in a pipeline recipe: `training.resume=never` of a cpt
+    error becomes `cpt.training.resume=never`, the flag `--on-bad-record skip` of the tokenizer stage becomes
+    `tokenizer_extension.on_bad_record=skip` (the stage commands word their errors for their own recipe or flags,
+    which `yunshan run` does not take). Only ValueErrors with a plain message are rewritten, in place."""
+    if not isinstance(err, ValueError) or len(err.args) != 1 or not isinstance(err.args[0], str):
+        return
+    err.args = (qualify_keys(err.args[0], stage.section),)
+
+
+def qualify_keys(message: str, section: str) -> str:
+    """`message` with every dotted key or --flag of the pipeline section `section` written as its pipeline key."""
+    import re
+    import typing
+
+    cls = next(a for a in typing.get_args(typing.get_type_hints(PipelineRecipe)[section]) if dataclasses.is_dataclass(a))
+
+    def resolves(keys: list[str]) -> bool:
+        target, named = cls, False  # named: a list of records (sources), whose next key is a record's name
+        for key in keys:
+            if named:
+                named = False
+                continue
+            if not dataclasses.is_dataclass(target):
+                return False
+            hints = typing.get_type_hints(target)
+            if key not in hints:
+                return False
+            target = hints[key]
+            for arg in (target, *typing.get_args(target)):
+                if typing.get_origin(arg) is list and any(dataclasses.is_dataclass(a) for a in typing.get_args(arg)):
+                    target, named = typing.get_args(arg)[0], True
+                    break
+            else:
+                options = [a for a in typing.get_args(target) if dataclasses.is_dataclass(a)]
+                target = options[0] if options else target
+        return True
+
+    def pipeline_key(key: str) -> str:
+        dotted = f"{section}.{key}"
+        if dotted in PipelineRecipe.RESERVED_KEYS:
+            # An output folder the runner fills: the pipeline's own is output_dir (one subfolder per stage).
+            return "output_dir" if key.endswith("output_dir") or key == "out" else dotted
+        return dotted
+
+    def dotted(match: re.Match) -> str:
+        key = match.group(1)
+        return pipeline_key(key) if resolves(key.split(".")) else key
+
+    def flag(match: re.Match) -> str:
+        name, value = match.group(1).replace("-", "_"), match.group(2)
+        if not resolves([name]):
+            return match.group(0)
+        if value in SETTING_WORDS:
+            return f"{pipeline_key(name)}={value}"
+        return pipeline_key(name) + (f" {value}" if value else "")
+
+    message = re.sub(r"(?<![\w.$/{-])([a-z_]+(?:\.[a-z_]+)+)(?![\w/])", dotted, message)
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)(?: ([a-z]+))?", flag, message)
+
+
+# Words that are a flag's value when they follow it (`--on-bad-record skip`), not the next word of the sentence.
+SETTING_WORDS = ("skip", "fail", "never", "auto", "none", "true", "false", "paragraph", "line", "file")
 
 
 def _check_model(r: PipelineRecipe) -> list[str]:

@@ -377,7 +377,112 @@ def _check_words(t: ExtendArgs) -> list[str]:
 
 
 def _check_sources(section: str) -> Callable[[Any], list[str]]:
-    return lambda args: [] if args.data.sources else [f"{section}.data.sources is empty"]
+    def check(args) -> list[str]:
+        if not args.data.sources:
+            return [f"{section}.data.sources is empty"]
+        opened = _open_sft_sources if section == "sft" else _open_cpt_sources
+        return opened(section, args)
+
+    return check
+
+
+# How far the dry run reads into a file to find its first usable record when bad records are skipped.
+OPEN_RECORDS = 200
+
+
+def _first_usable(records, policy: str) -> str | None:
+    """None if the first records of a file hold a usable one (under `policy`), else why not."""
+    from yunshan.data.records import BadRecord
+
+    first_bad = None
+    for n, record in enumerate(records):
+        if not isinstance(record, BadRecord):
+            return None
+        first_bad = first_bad or record
+        if policy == "fail" or record.reason == "corrupt_file" or n + 1 >= OPEN_RECORDS:
+            break
+    if first_bad is None:
+        return "holds no record"
+    skipped = "" if policy == "fail" else f" (on_bad_record skip: no usable record among the first {n + 1})"
+    return first_bad.describe() + skipped
+
+
+def _open_files(key: str, files_of: Callable[[], list[str]], records_of: Callable[[str], Any], policy: str
+                ) -> list[str]:
+    """Open every file a source names and read up to its first usable record: a problem per file that cannot be
+    read as the stage will read it (format, compression, text field, encoding), found before anything trains."""
+    try:
+        files = files_of()
+    except FileNotFoundError:
+        return []  # the dry run lists what is missing
+    except (ValueError, OSError) as err:
+        return [f"{key}: {err}"]
+    problems = []
+    for path in files:
+        try:
+            why = _first_usable(records_of(path), policy)
+        except (ValueError, OSError, EOFError) as err:
+            why = str(err)
+        if why is not None:
+            problems.append(f"{key}: {path}: {why}" if path not in why else f"{key}: {why}")
+    return problems
+
+
+def _open_cpt_sources(section: str, args) -> list[str]:
+    from yunshan.data.sources import read_file_records, resolve_files
+
+    problems = []
+    for source in args.data.sources:
+        if source.path is None:
+            continue  # a `datasets` dataset: opened by the stage (a Hub name may need the network)
+        problems += _open_files(f"{section}.data.sources.{source.name}", lambda s=source: resolve_files(s),
+                                lambda path, s=source: (r for r, _ in read_file_records(path, s, {})),
+                                args.data.on_bad_record)
+    return problems
+
+
+def _open_sft_sources(section: str, args) -> list[str]:
+    from yunshan.data.conversations import _files, _records
+
+    problems = []
+    for source in args.data.sources:
+        problems += _open_files(f"{section}.data.sources.{source.name}", lambda s=source: _files(s),
+                                lambda path, s=source: (t for _, t in _records(s, path)), args.data.on_bad_record)
+    return problems
+
+
+def _check_extension(t: ExtendArgs) -> list[str]:
+    """The word lists resolve, and every corpus file opens and yields a text as `yunshan tokenizer extend` reads it."""
+    from yunshan.data.sources import read_file_records
+    from yunshan.tokenizer.corpus import _source, corpus_files
+
+    source = _source(t.corpus, t.format, t.text_field, t.txt_document)
+    return _check_words(t) + _open_files(
+        "tokenizer_extension.corpus", lambda: corpus_files(t.corpus, format=t.format, what="tokenizer_extension.corpus"),
+        lambda path: (r for r, _ in read_file_records(path, source, {})), t.on_bad_record)
+
+
+def _check_texts(key: str, paths: list[str]) -> list[str]:
+    """Held-out texts open and hold a text (read as bits per character reads them)."""
+    from yunshan.data.records import read_texts
+
+    problems = []
+    for path in paths:
+        if not Path(path).is_file():
+            continue  # reported as missing
+        try:
+            next(iter(read_texts(path, f"{key} {path}")), None)
+        except (ValueError, OSError) as err:
+            problems.append(str(err))
+    return problems
+
+
+def _check_cpt(args) -> list[str]:
+    return _check_sources("cpt")(args) + _check_texts("cpt.monitor", args.monitor.general + args.monitor.domain)
+
+
+def _check_eval(e: EvalArgs) -> list[str]:
+    return _check_texts("eval.heldout", _labelled_paths(e.heldout))
 
 
 @dataclass(frozen=True)
@@ -402,16 +507,17 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage("base", "base", (), lambda b: b.tokenizer_corpus + _source_paths(b.data.sources), False, run_base,
-          filled=("training.output_dir",)),
+          filled=("training.output_dir",), check=lambda b: _open_cpt_sources("base", b)),
     Stage("tokenizer", "tokenizer_extension", ("base",),
           lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
-          run_tokenizer, filled=("base", "revision", "out", "overwrite"), check=_check_words),
-    Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out")),
+          run_tokenizer, filled=("base", "revision", "out", "overwrite"), check=_check_extension),
+    Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out"),
+          check=_check_eval),
     Stage("decontamination", "decontamination", (), lambda d: [], False, run_decontamination,
           filled=("inputs", "format", "text_field", "out"), reads=_decontamination_reads),
     Stage("cpt", "cpt", _after_decontamination("base", "tokenizer"),
           lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,
-          filled=("model", "tokenizer", "training.output_dir", "data.exclude"), check=_check_sources("cpt")),
+          filled=("model", "tokenizer", "training.output_dir", "data.exclude"), check=_check_cpt),
     Stage("sft", "sft", _after_decontamination("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
           True, run_sft_stage, filled=("model", "tokenizer", "training.output_dir", "data.exclude"),
           check=_check_sources("sft")),

@@ -64,7 +64,9 @@ class TrainArgs:
     """Optimisation, schedule, checkpoints and logging (transformers' Trainer underneath)."""
 
     output_dir: str = field(default="runs/cpt", metadata={"help": "run folder: model, logs, checkpoints"})
-    max_steps: int = field(default=1000, metadata={"help": "optimizer steps"})
+    max_steps: int | None = field(default=None, metadata={
+        "help": "optimizer steps in all, the embedding warm-up of an extended vocabulary included (default 1000; "
+                "for SFT with epochs, the steps those take). Given, it wins over epochs, as in transformers' Trainer"})
     per_device_batch_size: int = field(default=8, metadata={"help": "sequences per process per micro-step"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-steps per optimizer step"})
     learning_rate: float = field(default=1e-4, metadata={"help": "peak learning rate"})
@@ -91,7 +93,8 @@ class TrainArgs:
     run_name: str | None = field(default=None, metadata={
         "help": "run name shown by the trackers (default: the output folder's name)"})
     epochs: float | None = field(
-        default=None, metadata={"help": "SFT only: passes over the data; when set, max_steps is computed from it"})
+        default=None, metadata={"help": "SFT only: passes over the data; max_steps is computed from it unless "
+                                        "max_steps is given (which wins)"})
     neftune_noise_alpha: float | None = field(
         default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
     deepspeed: str | None = field(default=None, metadata={"help": "DeepSpeed JSON config (with accelerate launch)"})
@@ -102,7 +105,7 @@ class TrainArgs:
         if self.lr_scheduler not in ("cosine", "linear", "constant"):
             raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
         self.precision = precision_name(self.precision, "training.precision")
         for name in self.report_to:
@@ -111,6 +114,14 @@ class TrainArgs:
                                  f"{', '.join(REPORT_TO)}")
         if "none" in self.report_to and len(set(self.report_to)) > 1:
             raise ValueError(f"training.report_to {self.report_to}: 'none' cannot be combined with trackers")
+
+
+    def total_steps(self) -> int:
+        """training.max_steps, or the default when it is not given (SFT with epochs counts its own: sft_steps)."""
+        return self.max_steps if self.max_steps is not None else DEFAULT_MAX_STEPS
+
+
+DEFAULT_MAX_STEPS = 1000
 
 
 @dataclass

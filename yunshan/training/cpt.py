@@ -17,6 +17,7 @@ training step is in yunshan.training.engines.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -204,7 +205,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.embedding_warmup import (
-        FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_running)
+        FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_budget, warmup_running)
     from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
@@ -250,7 +251,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
             "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
             "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
-            "total_tokens": tokens_per_step * train.max_steps, "resume_from": str(resume_from) if resume_from else None,
+            "total_tokens": tokens_per_step * train.total_steps(), "resume_from": str(resume_from) if resume_from else None,
             "run": plan.action,
             "precision": precision, "heldout_sets": list(heldout),
         }
@@ -262,8 +263,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if warmup_on and not rows_trainable:
         raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
                          "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
-    warmup_steps = warm.steps if warmup_on else 0
-    total_steps = train.max_steps + warmup_steps
+    total_steps = train.total_steps()  # the budget: the embedding warm-up is counted inside it
+    warmup_steps = warmup_budget(warm, total_steps) if warmup_on else 0
     plan = settle(plan, total_steps, out, "cpt")
     if plan.action == "done":
         return finished_summary(out, plan)
@@ -328,8 +329,9 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
             print(f"{what} {resume_from} (sequence {stream.mixer.sequence}){changes}", flush=True)
     if rank_zero:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
-              f"{tokens_per_step:,} tokens per step x {total_steps} steps"
-              + (f" (up to {warmup_steps} of them embedding warm-up)" if warmup_steps else ""), flush=True)
+              f"{tokens_per_step:,} tokens per step x {total_steps} steps (training.max_steps)"
+              + (f", the first {warmup_steps} of them ({100 * warmup_steps / total_steps:.0f}%) at most embedding "
+                 "warm-up (warmup.steps), the rest continual pretraining" if warmup_steps else ""), flush=True)
     return CptRun(recipe=recipe, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
                   precision_reason=precision_reason, sequences_per_step=sequences_per_step,
                   tokens_per_step=tokens_per_step, total_steps=total_steps, warmup_on=warmup_on,
@@ -362,8 +364,9 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
         callbacks.append(monitor)
     controller = None
     if run.warmup_on:
-        controller = WarmupController(recipe.warmup, run.new_ids, recipe.training.learning_rate, monitor=monitor,
-                                      base_bpc=run.cost.get("base"), logger=logger)
+        controller = WarmupController(dataclasses.replace(recipe.warmup, steps=run.warmup_steps), run.new_ids,
+                                      recipe.training.learning_rate, monitor=monitor, base_bpc=run.cost.get("base"),
+                                      logger=logger)
         if run.resume_from is not None:
             controller.load(run.resume_from)
         callbacks.append(controller)
@@ -423,7 +426,8 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
             if cost_file.is_file():
                 report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
         if trained.controller is not None:
-            report.embedding_warmup = {**trained.controller.report(run.tokens_per_step), "fit": run.fit_report}
+            report.embedding_warmup = {**trained.controller.report(run.tokens_per_step, run.total_steps),
+                                       "fit": run.fit_report}
         report.resumes = run.plan.resumes or None
         if trained.monitor is not None:
             summary["bpc"] = trained.monitor.history

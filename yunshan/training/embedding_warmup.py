@@ -1,6 +1,6 @@
 """Embedding warm-up for an extended vocabulary: fit the new output rows, then train only the new rows, then CPT.
 
-    yunshan cpt --config RECIPE.yaml warmup.steps=60            # on by default when the tokenizer adds tokens
+    yunshan cpt --config RECIPE.yaml warmup.steps=60   # on by default when the tokenizer adds tokens; inside max_steps
 
 Extending a real model's vocabulary costs before it helps. Measured on SmolLM2-135M (tied embeddings) with 5,000
 new tokens and each new row set to the mean of its pieces' rows (FVT), held-out bits per character at step 0 rose
@@ -15,7 +15,8 @@ little mass. A user's CPT budget cannot pay that back (the paper had 36.5B token
    Only the new rows move; the other rows enter through the cached log-sum-exp of their logits, so an epoch costs
    one small matrix product per position instead of a forward pass. For a tied model the row is also the token's
    input embedding, which changes the hidden states: the fit then runs in rounds, each recomputing the states.
-2. **Train only the new rows** (`WarmupController`) for `warmup.steps` steps, or until the held-out bits per
+2. **Train only the new rows** (`WarmupController`) for `warmup.steps` steps (the first steps of the run's budget,
+   `training.max_steps`, which stays the total: a quarter of it unless given), or until the held-out bits per
    character of every monitored set are at or below the base model's (with its own tokenizer): the rest of the
    model is frozen (no gradients computed for it, so a step is cheaper), and the new rows of the input and output
    embeddings train at `warmup.learning_rate`; the base rows of a trained embedding matrix are masked and not
@@ -59,8 +60,10 @@ class EmbeddingWarmupArgs:
         "help": "fit rounds (hidden states recomputed each round); 0 = 3 for a tied model, 1 for an untied one"})
     fit_epochs: int = field(default=3, metadata={"help": "passes over the cached hidden states per round"})
     fit_learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate of the fit"})
-    steps: int = field(default=100, metadata={
-        "help": "most training steps in which only the new rows train (added before training.max_steps)"})
+    steps: int | None = field(default=None, metadata={
+        "help": "most steps in which only the new rows train, counted inside training.max_steps (the run's budget: "
+                "the warm-up takes its first steps, continual pretraining the rest); default: a quarter of "
+                "training.max_steps (WARMUP_SHARE). Must be below training.max_steps"})
     learning_rate: float = field(default=1e-3, metadata={"help": "learning rate of the new rows during the warm-up"})
     until_base_bpc: bool = field(default=True, metadata={
         "help": "end the warm-up early once every held-out bits/char is at or below the base model's"})
@@ -73,8 +76,26 @@ class EmbeddingWarmupArgs:
         for name in ("fit_sequences", "fit_epochs", "check_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"warmup.{name} must be >= 1, got {getattr(self, name)}")
-        if self.fit_rounds < 0 or self.steps < 0:
+        if self.fit_rounds < 0 or (self.steps is not None and self.steps < 0):
             raise ValueError("warmup.fit_rounds and warmup.steps must be >= 0")
+
+
+# The share of training.max_steps the warm-up may take when warmup.steps is not given. With until_base_bpc it ends
+# sooner where the held-out figures reach the base model's (5 of 40 steps on SmolLM2 with the bundled data).
+WARMUP_SHARE = 0.25
+
+
+def warmup_budget(args: EmbeddingWarmupArgs, total_steps: int) -> int:
+    """The most steps the warm-up takes out of a run of `total_steps` (training.max_steps): warmup.steps, else
+    WARMUP_SHARE of the run; at least one step is left for continual pretraining."""
+    if args.steps is None:
+        return min(max(1, round(WARMUP_SHARE * total_steps)), total_steps - 1) if total_steps > 1 else 0
+    if args.steps >= total_steps:
+        raise ValueError(f"warmup.steps {args.steps} must be below training.max_steps {total_steps}: the embedding "
+                         "warm-up is counted inside the run's budget (training.max_steps is the total, as in other "
+                         f"trainers); give warmup.steps < {total_steps}, or leave it out for {round(100 * WARMUP_SHARE)}% "
+                         "of the run")
+    return args.steps
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -436,10 +457,11 @@ class WarmupController(TrainerCallback):
             self.base_bpc = state.get("base_bpc") or self.base_bpc
             self.checks = state.get("checks", [])
 
-    def report(self, tokens_per_step: int) -> dict:
+    def report(self, tokens_per_step: int, total_steps: int | None = None) -> dict:
         steps = self.switched_at if self.switched_at is not None else self.args.steps
+        share = {"share_of_budget": round(steps / total_steps, 4), "budget_steps": total_steps} if total_steps else {}
         return {"steps": steps, "tokens": steps * tokens_per_step, "ended": self.reason, "max_steps": self.args.steps,
-                "learning_rate": self.args.learning_rate, "checks": self.checks}
+                **share, "learning_rate": self.args.learning_rate, "checks": self.checks}
 
 
 def from_main_process(value):

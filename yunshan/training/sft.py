@@ -267,6 +267,22 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
     return results
 
 
+def sft_steps(train: TrainArgs, rows: int, rows_per_step: int) -> tuple[int, str]:
+    """The run's optimizer steps and where they come from. One rule, as transformers' Trainer has it: a given
+    training.max_steps wins; else training.epochs passes over the rows; else the default."""
+    from yunshan.training.arguments import DEFAULT_MAX_STEPS
+
+    from_epochs = max(1, math.ceil(train.epochs * rows / rows_per_step)) if train.epochs is not None else None
+    if train.max_steps is not None:
+        if from_epochs is None:
+            return train.max_steps, "training.max_steps"
+        return train.max_steps, (f"training.max_steps, which wins over training.epochs {train.epochs:g} "
+                                 f"({from_epochs} steps)")
+    if from_epochs is not None:
+        return from_epochs, f"training.epochs {train.epochs:g} over {rows} rows of {rows_per_step} per step"
+    return DEFAULT_MAX_STEPS, "the default training.max_steps"
+
+
 def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
     from transformers import set_seed
@@ -309,9 +325,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
 
     rows, heldout, report = build_sft_data(recipe, tokenizer)
-    max_steps = train.max_steps
-    if train.epochs is not None:
-        max_steps = max(1, math.ceil(train.epochs * len(rows) / rows_per_step))
+    max_steps, steps_from = sft_steps(train, len(rows), rows_per_step)
     real = report.real_tokens
     if recipe.data.packing:
         report.non_padding_share = real / (len(rows) * recipe.data.max_length)
@@ -319,7 +333,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         from yunshan.training.models import describe_model
 
         return {**describe_model(model_args, len(tokenizer)), "rows": len(rows), "samples": report.samples,
-                "max_steps": max_steps, "run": settle(plan, max_steps, out, "sft").action,
+                "max_steps": max_steps, "steps_from": steps_from, "run": settle(plan, max_steps, out, "sft").action,
                 "chat_template": "yunshan default" if added_template else "tokenizer's own",
                 "sources": report.to_json()["sources"], "precision": precision}
 
@@ -352,7 +366,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
                 f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
             print(f"{what} {resume_from}{changes}", flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
-              f"{len(rows)} rows; {max_steps} steps; precision {precision} ({precision_reason}); chat template: "
+              f"{len(rows)} rows; {max_steps} steps ({steps_from}); precision {precision} ({precision_reason}); "
+              "chat template: "
               f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
 
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
