@@ -87,10 +87,40 @@ class ExtendArgs:
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace the --out folder of an earlier extension (never a folder holding other files)"})
+    budget_tokens: int | None = field(default=None, metadata={
+        "help": "the training tokens the extended model will have (continual pretraining's planned tokens, replay "
+                "included; yunshan run fills it from its cpt section): --new-tokens is capped at budget_tokens / "
+                "tokens_per_new_token, so the new rows can be learned in that budget (unset: no cap)"})
+    tokens_per_new_token: int = field(default=0, metadata={
+        "help": "training tokens needed per new token when --budget-tokens is given (0: the calibrated default, "
+                "TOKENS_PER_NEW_TOKEN; benchmarks/README.md, 'Laws: extension against no extension')"})
 
     def __post_init__(self):
         if self.max_token_chars in (0, "0") or str(self.max_token_chars).lower() == "none":
             self.max_token_chars = None
+
+
+# Training tokens per new token below which an extension of SmolLM2-135M on the real laws corpus ended worse on the
+# held-out Civil Code than the same continual pretraining without it (benchmarks/laws_extension.py).
+TOKENS_PER_NEW_TOKEN = 40
+
+
+def budget_cap(args: ExtendArgs) -> int | None:
+    """The most new tokens the planned training budget can carry (None without a budget)."""
+    if args.budget_tokens is None:
+        return None
+    return args.budget_tokens // (args.tokens_per_new_token or TOKENS_PER_NEW_TOKEN)
+
+
+def capped_new_tokens(args: ExtendArgs) -> tuple[int, str | None]:
+    """--new-tokens as the budget allows, and why it was lowered (None when it was not)."""
+    cap = budget_cap(args)
+    if cap is None or cap >= args.new_tokens:
+        return args.new_tokens, None
+    per = args.tokens_per_new_token or TOKENS_PER_NEW_TOKEN
+    return cap, (f"--new-tokens {args.new_tokens} capped at {cap}: the planned budget of {args.budget_tokens:,} "
+                 f"training tokens carries one new token per {per:,} (fewer left the extended model worse than no "
+                 "extension on held-out domain text)")
 
 
 @dataclass
@@ -115,6 +145,10 @@ def _check_args(args: ExtendArgs) -> None:
         raise ValueError(f"--sample-chars {args.sample_chars!r}: give a whole number of characters >= 0 (0: all)")
     if not isinstance(args.processes, int) or args.processes < 0:
         raise ValueError(f"--processes {args.processes!r}: give a whole number >= 0 (0: one per core)")
+    if args.budget_tokens is not None and (not isinstance(args.budget_tokens, int) or args.budget_tokens < 1):
+        raise ValueError(f"--budget-tokens {args.budget_tokens!r}: give a whole number >= 1 (or leave it out)")
+    if args.tokens_per_new_token < 0:
+        raise ValueError(f"--tokens-per-new-token {args.tokens_per_new_token}: give a whole number >= 0")
     if args.min_frequency < 1:
         raise ValueError(f"--min-frequency {args.min_frequency}: give a whole number >= 1")
     if args.max_token_chars is not None and args.max_token_chars < 2:
@@ -370,9 +404,19 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
                                                    mergeable=mergeable, reserved=base.reserved_strings,
                                                    violation=violation)
     chain_new = len(strings) - base_size
+    requested = args.new_tokens
+    allowed, capped = capped_new_tokens(args)
+    if chain_new > allowed and capped is not None:
+        raise ValueError(f"the word lists need {chain_new} new tokens but the planned budget of "
+                         f"{args.budget_tokens:,} training tokens carries at most {allowed} (one per "
+                         f"{args.tokens_per_new_token or TOKENS_PER_NEW_TOKEN:,} tokens; fewer left the extended model "
+                         "worse than no extension): shorten the word lists, or plan more training steps")
     if chain_new > args.new_tokens:
         raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
                          "--new-tokens or shorten the word lists")
+    if capped is not None:
+        log(capped)
+        args = dataclasses.replace(args, new_tokens=allowed)
 
     def record(step: LearnedStep, source: str) -> _Record:
         left = strings[step.left] if step.left is not None else None
@@ -452,7 +496,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         "base": {"path": str(args.base), "kind": base.kind, "sha256": base.fingerprint, "vocab_size": base_size},
         "vocab_size": base_size + len(new_strings),
         "new_tokens": {
-            "requested": args.new_tokens, "added": len(new_strings),
+            "requested": requested, "budget_cap": budget_cap(args), "capped": capped, "added": len(new_strings),
             "from_word_lists": from_word_lists, "from_corpus": len(new_strings) - from_word_lists,
             "characters": sum(1 for r in records if r.kind == "char"),
             "free_merges": sum(1 for r in records if r.kind == "free"),

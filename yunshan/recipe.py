@@ -330,6 +330,8 @@ def path_variables(recipe_dir: Path) -> dict[str, str]:
         "samples": str(sample_data_dir()),
         "data": os.environ.get("YUNSHAN_DATA", "data"),
         "models": os.environ.get("YUNSHAN_MODELS", "models"),
+        # The real releases (laws corpus, LawBench, FinEval, CMMLU) beside a checkout: ../shared/realdata
+        "realdata": os.environ.get("YUNSHAN_REALDATA", "../shared/realdata"),
         "recipe_dir": str(recipe_dir.resolve()),
     }
 

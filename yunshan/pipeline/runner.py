@@ -260,7 +260,8 @@ class PipelineRunner:
             except OSError:
                 done = False
             plan.append({"stage": stage.name, "action": "skip (complete)" if done else "run",
-                         "output": str(self.layout.folder(stage.name))})
+                         "output": str(self.layout.folder(stage.name)),
+                         **(stage.describe(r) if stage.describe is not None else {})})
         return {"recipe": str(self.recipe_path) if self.recipe_path else None, "output_dir": str(self.out),
                 "plan": plan, "problems": problems}
 

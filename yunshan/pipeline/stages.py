@@ -51,7 +51,8 @@ class PipelineRecipe:
     A stage runs when its section is in the recipe; `enabled: false` (or null) in a section turns it off, and
     `enabled: true` alone turns a stage on with its defaults. Each section is the stage command's own arguments
     (yunshan.pipeline.stages). Paths may use ${samples} (the bundled sample data), ${data} (env YUNSHAN_DATA,
-    default ./data), ${models} (env YUNSHAN_MODELS, default ./models) and ${recipe_dir}."""
+    default ./data), ${models} (env YUNSHAN_MODELS, default ./models), ${realdata} (env YUNSHAN_REALDATA, default
+    ../shared/realdata: the real releases) and ${recipe_dir}."""
 
     name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
     output_dir: str = field(default="runs/yunshan", metadata={"help": "run folder: one subfolder per stage"})
@@ -169,6 +170,34 @@ def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
             "tokens": summary["data_report"].tokens_trained}
 
 
+def cpt_budget_tokens(recipe: PipelineRecipe) -> int | None:
+    """The training tokens continual pretraining plans (training.max_steps, the embedding warm-up included, x the
+    tokens of a step; under `accelerate launch` times the processes), which the tokenizer stage sizes the extension
+    for (ExtendArgs.budget_tokens); None without a cpt stage."""
+    import os
+
+    c = recipe.cpt
+    if c is None:
+        return None
+    t = c.training
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return t.total_steps() * t.per_device_batch_size * t.gradient_accumulation_steps * world * c.data.seq_len
+
+
+def _describe_tokenizer(recipe: PipelineRecipe) -> dict:
+    """The new tokens the extension will add at most, under cpt's planned budget."""
+    from yunshan.tokenizer.extend import capped_new_tokens
+
+    allowed, capped = capped_new_tokens(dataclasses.replace(recipe.tokenizer_extension,
+                                                            budget_tokens=cpt_budget_tokens(recipe)))
+    return {"new_tokens": allowed, **({"capped": capped} if capped else {})}
+
+
+def _tokenizer_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
+    """The tokenizer stage reads cpt's planned budget: a longer or shorter cpt may change the new tokens."""
+    return {"budget_tokens": cpt_budget_tokens(recipe)}, []
+
+
 def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
     from transformers import AutoTokenizer
 
@@ -176,7 +205,7 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
 
     out = layout.folder("tokenizer")
     extension = extend_tokenizer(dataclasses.replace(t, base=layout.base_tokenizer_dir(), out=str(out),
-                                                     overwrite=True))
+                                                     overwrite=True, budget_tokens=cpt_budget_tokens(layout.recipe)))
     compression = extension.pop("compression", None)
     TokenizerReport.from_json({"extension": extension, "compression": compression or None}, "tokenizer stage").write(out)
     from yunshan.remote_code import refuse_remote_code
@@ -186,7 +215,8 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
     for folder in (layout.base_tokenizer_dir(), str(out)):
         with refuse_remote_code(folder, "model.trust_remote_code: true in the recipe"):
             sizes.append(len(AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)))
-    return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0]}
+    return {"base_vocab": sizes[0], "new_vocab": sizes[1], "new_tokens": sizes[1] - sizes[0],
+            "new_tokens_requested": t.new_tokens, "budget_cap": extension["new_tokens"].get("budget_cap")}
 
 
 def _eval(layout: RunLayout, e: EvalArgs, stage: str, model_dirs: list[str]) -> dict:
@@ -500,6 +530,8 @@ class Stage:
     check: Callable[[Any], list[str]] = lambda args: []  # dry-run problems beyond missing inputs
     # (settings, data files) it reads outside its section: both enter its fingerprint, the files are checked
     reads: Callable[[PipelineRecipe], tuple[dict, list[str]]] | None = None
+    # what the dry run's plan says about the stage beyond run/skip (e.g. the tokenizer's new tokens as capped)
+    describe: Callable[[PipelineRecipe], dict] | None = None
 
     def upstream_in(self, recipe: PipelineRecipe) -> tuple[str, ...]:
         return self.upstream(recipe) if callable(self.upstream) else self.upstream
@@ -510,7 +542,8 @@ STAGES: tuple[Stage, ...] = (
           filled=("training.output_dir",), check=lambda b: _open_cpt_sources("base", b)),
     Stage("tokenizer", "tokenizer_extension", ("base",),
           lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
-          run_tokenizer, filled=("base", "revision", "out", "overwrite"), check=_check_extension),
+          run_tokenizer, filled=("base", "revision", "out", "overwrite", "budget_tokens"), check=_check_extension,
+          reads=_tokenizer_reads, describe=_describe_tokenizer),
     Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out"),
           check=_check_eval),
     Stage("decontamination", "decontamination", (), lambda d: [], False, run_decontamination,

@@ -1,0 +1,83 @@
+"""The extension sized for the training budget (issue 33: never worse than no extension): given the planned training
+tokens, `yunshan tokenizer extend` caps --new-tokens at one per TOKENS_PER_NEW_TOKEN and says so; word lists that
+need more than the budget carries stop the run before the corpus is read; `yunshan run` fills the budget from its
+cpt section, shows the cap in the dry run, and reruns the tokenizer stage when the budget changes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tokenizer_fixtures import extend
+
+from yunshan.tokenizer.extend import TOKENS_PER_NEW_TOKEN, ExtendArgs, capped_new_tokens
+
+
+def test_the_cap_is_the_budget_over_the_tokens_per_new_token():
+    args = ExtendArgs(corpus=["c"], new_tokens=500)
+    assert capped_new_tokens(args) == (500, None)  # no budget, no cap
+    per = TOKENS_PER_NEW_TOKEN
+    assert capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=500, budget_tokens=per * 1000)) == (500, None)
+    allowed, why = capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=500, budget_tokens=per * 120 + per - 1))
+    assert allowed == 120 and "--new-tokens 500 capped at 120" in why and f"one new token per {per:,}" in why
+    assert capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=500, budget_tokens=9_000,
+                                        tokens_per_new_token=100)) == (90, capped_new_tokens(ExtendArgs(
+                                            corpus=["c"], new_tokens=500, budget_tokens=9_000,
+                                            tokens_per_new_token=100))[1])
+
+
+def test_a_capped_extension_is_the_extension_of_that_many_tokens(bases, corpus, tmp_path):
+    """Capped by the budget, the extension adds exactly what --new-tokens of the cap would, and its report says
+    what was asked, the cap and why."""
+    base = bases["byte_level_llama3"]
+    budget = 60 * TOKENS_PER_NEW_TOKEN
+    capped = extend(base, corpus, tmp_path / "capped", words=[], new_tokens=200, budget_tokens=budget)
+    plain = extend(base, corpus, tmp_path / "plain", words=[], new_tokens=60)
+    assert capped["new_tokens"]["requested"] == 200 and capped["new_tokens"]["budget_cap"] == 60
+    assert capped["new_tokens"]["added"] == plain["new_tokens"]["added"] == 60
+    assert "capped at 60" in capped["new_tokens"]["capped"]
+    vocab = {p: json.loads((tmp_path / p / "tokenizer.json").read_text())["model"]["vocab"] for p in ("capped", "plain")}
+    assert vocab["capped"] == vocab["plain"]
+
+
+def test_word_lists_beyond_the_budget_stop_before_the_corpus_is_read(bases, corpus, tmp_path, monkeypatch):
+    import yunshan.tokenizer.extend as extend_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was read")
+
+    monkeypatch.setattr(extend_module, "read_corpus", never)
+    with pytest.raises(ValueError, match=r"the word lists need \d+ new tokens but the planned budget of 400 training "
+                                         r"tokens carries at most 4 \(one per 100 tokens"):
+        extend(bases["byte_level_llama3"], corpus, tmp_path / "out", words=["builtin:finance"], new_tokens=5000,
+               budget_tokens=400, tokens_per_new_token=100)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_pipeline_sizes_the_extension_for_the_cpt_budget(bases, corpus, tmp_path):
+    """yunshan run fills budget_tokens from cpt (max_steps x batch x accumulation x seq_len), shows the capped new
+    tokens in the dry run, and a longer cpt changes the tokenizer stage's fingerprint (it reruns)."""
+    from yunshan.pipeline import PipelineRecipe, PipelineRunner
+    from yunshan.pipeline.stages import cpt_budget_tokens
+    from yunshan.recipe import load_recipe
+
+    data = {"name": "budget", "output_dir": str(tmp_path / "run"), "model": {"name_or_path": str(bases["byte_level_llama3"])},
+            "tokenizer_extension": {"corpus": [str(corpus["domain"])], "new_tokens": 5000},
+            "cpt": {"data": {"seq_len": 64, "sources": [{"name": "d", "path": str(corpus["domain"])}]},
+                    "training": {"max_steps": 10, "per_device_batch_size": 2, "gradient_accumulation_steps": 3}}}
+    recipe = load_recipe(PipelineRecipe, data=data)
+    assert cpt_budget_tokens(recipe) == 10 * 2 * 3 * 64
+    runner = PipelineRunner(recipe)
+    plan = {p["stage"]: p for p in runner.dry_run()["plan"]}
+    assert plan["tokenizer"]["new_tokens"] == 10 * 2 * 3 * 64 // TOKENS_PER_NEW_TOKEN
+    assert "capped at" in plan["tokenizer"]["capped"]
+    longer = load_recipe(PipelineRecipe, data=data, overrides=["cpt.training.max_steps=20"])
+    from yunshan.pipeline.stages import STAGE
+
+    manifest = runner.load_manifest()
+    other = PipelineRunner(longer)
+    assert runner.fingerprint(STAGE["tokenizer"], manifest) != other.fingerprint(STAGE["tokenizer"],
+                                                                                 other.load_manifest())
+    # Without a cpt stage nothing trains the new rows: no budget, no cap.
+    del data["cpt"]
+    assert cpt_budget_tokens(load_recipe(PipelineRecipe, data=data)) is None
