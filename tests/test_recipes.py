@@ -26,8 +26,12 @@ RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml"))
 KINDS = {"pipeline": PipelineRecipe, "cpt": CptArgs, "sft": SftArgs}
 
 
+# Whole pipelines named for what they make rather than <model>_pipeline_<method>: the demo and the laws run.
+PIPELINES = {"demo_tiny.yaml", "smollm2-135m_laws.yaml"}
+
+
 def kind_of(path: Path) -> str:
-    if path.name == "demo_tiny.yaml":
+    if path.name in PIPELINES:
         return "pipeline"
     stage = path.stem.split("_")[1]
     assert stage in KINDS, f"{path.name}: recipes are named <model>_<stage>_<method>.yaml, stage in {list(KINDS)}"
@@ -112,6 +116,11 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
     data, models = tmp_path / "data", tmp_path / "models"
     monkeypatch.setenv("YUNSHAN_DATA", str(data))
     monkeypatch.setenv("YUNSHAN_MODELS", str(models))
+    if "${realdata}" in path.read_text(encoding="utf-8"):
+        # A recipe of the real releases is dry-run on them, unchanged (the dry run opens every corpus and text).
+        from fixtures import realdata
+
+        monkeypatch.setenv("YUNSHAN_REALDATA", str(realdata()))
     prepare_stand_ins(path, data, models)
     kind = kind_of(path)
     recipe = load_recipe(KINDS[kind], path)
@@ -122,6 +131,9 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
         plan = PipelineRunner(recipe, path).dry_run()
         assert plan["problems"] == [], plan["problems"]
         assert [p["action"] for p in plan["plan"] if p["stage"] in ("cpt", "sft")] == ["run", "run"]
+        tokenizer = next(p for p in plan["plan"] if p["stage"] == "tokenizer")
+        if tokenizer["action"] == "run":  # the new tokens as the cpt budget caps them
+            assert 0 < tokenizer["new_tokens"] <= recipe.tokenizer_extension.new_tokens
         return
     if kind == "sft" and not Path(recipe.model.name_or_path).is_absolute():
         # The SFT recipe starts from the cpt recipe's output folder: stand in for it too.

@@ -1,0 +1,202 @@
+"""Laws: vocabulary extension against no extension at the same CPT budget, on a real model and the real laws corpus.
+
+    make real-model
+    .venv/bin/python benchmarks/laws_extension.py                        # budgets of 20 and 40 steps
+    .venv/bin/python benchmarks/laws_extension.py --budgets 40 --variants none,capped,uncapped
+    .venv/bin/python benchmarks/laws_extension.py --quick                # a few minutes: checks the script
+
+The continual-pretraining section of recipes/smollm2-135m_laws.yaml (LoRA r=64, new rows trained in full, laws :
+general replay = 1 : 1 in tokens, steps of 4 x 512 tokens, the embedding warm-up inside training.max_steps) run from
+SmolLM2-135M-Instruct at each budget in three variants:
+
+- `none`: the base tokenizer, no extension;
+- `capped`: the recipe's extension (continued BPE on ../shared/realdata/laws/laws.jsonl.zst) with its new tokens
+  capped as `yunshan run` caps them for that budget (yunshan.tokenizer.extend.capped_new_tokens);
+- `uncapped`: the recipe's `new_tokens` without the cap.
+
+After training: bits per character of the first --heldout-chars characters of the held-out Civil Code
+(laws/civil_code.txt, one continuous document) and of the bundled general held-out text, and tokens per character,
+beside the base model's. The rule the cap serves: at every budget the extended model ends no worse on the Civil
+Code than the same CPT without extension. Writes benchmarks/results/laws_extension/{results.json,table.md}; each
+finished run is kept there (partial.json), so a stopped invocation goes on from what is done. bf16 autocast where
+the CPU has it fast, as `precision: auto` decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes/smollm2-135m_laws.yaml"
+RESULTS = ROOT / "benchmarks/results/laws_extension"
+REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
+VARIANTS = ("none", "capped", "uncapped")
+
+
+def load_pipeline(model_dir: Path):
+    from yunshan.pipeline import PipelineRecipe
+    from yunshan.recipe import load_recipe
+
+    os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
+    recipe = load_recipe(PipelineRecipe, str(RECIPE))
+    return dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, name_or_path=str(model_dir)))
+
+
+def extended(recipe, model_dir: Path, new_tokens: int, out: Path) -> Path:
+    from yunshan.tokenizer.extend import extend_tokenizer
+
+    if not (out / "tokenizer.json").is_file():
+        extend_tokenizer(dataclasses.replace(recipe.tokenizer_extension, base=str(model_dir), out=str(out),
+                                             new_tokens=new_tokens, overwrite=True, report_texts=[]))
+    return out
+
+
+def measure(model, tokenizer, docs: dict, autocast: bool) -> dict:
+    import torch
+
+    from yunshan.training.monitoring import bits_per_character
+
+    out = {}
+    for name, texts in docs.items():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            r = bits_per_character(model, tokenizer, texts, 1024)
+        out[name] = {"bpc": r["bpc"], "tokens_per_char": r["tokens_per_char"]}
+    return out
+
+
+def train(recipe, model_dir: Path, tok_dir: Path | None, steps: int, out: Path) -> dict:
+    from yunshan.training.arguments import TokenizerArgs
+    from yunshan.training.cpt import run_cpt
+
+    c = recipe.cpt
+    cpt = dataclasses.replace(
+        c, model=recipe.model, tokenizer=TokenizerArgs(path=str(tok_dir or model_dir), base_path=str(model_dir)),
+        training=dataclasses.replace(c.training, max_steps=steps, output_dir=str(out), resume="never",
+                                     save_steps=10 ** 6),
+        # the recipe's share of the budget for the warm-up (10 of 40 steps), at every budget
+        warmup=dataclasses.replace(c.warmup, enabled="true" if tok_dir else "false",
+                                   steps=max(1, round(steps * c.warmup.steps / c.training.max_steps))))
+    started = time.perf_counter()
+    summary = run_cpt(cpt)
+    report = json.loads((out / "data_report.json").read_text())
+    return {"seconds": time.perf_counter() - started, "steps": summary["steps"],
+            "tokens_trained": report["tokens_trained"],
+            "warmup": {k: v for k, v in (report.get("embedding_warmup") or {}).items() if k not in ("checks", "fit")}}
+
+
+def render(results: dict) -> str:
+    base = results["base"]
+    lines = [f"Model: {results['model']} ({results['precision']}); held-out: the first {results['heldout_chars']:,} "
+             "characters of the Civil Code (one document) and of the bundled general text; "
+             f"{results['tokens_per_step']:,} tokens per step.", "",
+             "| budget | variant | new tokens | Civil Code bits/char | Civil Code tokens/char | general bits/char | "
+             "warm-up steps | run time |", "|---|---|---:|---:|---:|---:|---:|---:|",
+             f"| - | base model | 0 | {base['civil_code']['bpc']:.3f} | {base['civil_code']['tokens_per_char']:.3f} | "
+             f"{base['general']['bpc']:.3f} | - | - |"]
+
+    def change(value: float, ref: float) -> str:
+        return f"{value:.3f} ({100 * (value / ref - 1):+.1f}%)"
+
+    for key, run in sorted(results["runs"].items(), key=lambda kv: (kv[1]["steps_planned"], VARIANTS.index(kv[1]["variant"]))):
+        f = run["final"]
+        warm = run["warmup"].get("steps", "-") if run["warmup"] else "-"
+        lines.append(f"| {run['steps_planned']} steps ({run['steps_planned'] * results['tokens_per_step']:,} tokens) | "
+                     f"{run['variant']} | {run['new_tokens']:,} | {change(f['civil_code']['bpc'], base['civil_code']['bpc'])} | "
+                     f"{change(f['civil_code']['tokens_per_char'], base['civil_code']['tokens_per_char'])} | "
+                     f"{change(f['general']['bpc'], base['general']['bpc'])} | {warm} | {run['seconds'] / 60:.1f} min |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(ROOT / "models/smollm2-135m"), help="HF folder (make real-model)")
+    parser.add_argument("--budgets", default="20,40", help="CPT steps (training.max_steps) of each budget")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"runs to do now ({', '.join(VARIANTS)})")
+    parser.add_argument("--heldout-chars", type=int, default=20000)
+    parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
+    args = parser.parse_args()
+    model_dir = Path(args.model)
+    if not (model_dir / "config.json").is_file():
+        print(f"{model_dir}: no model; run `make real-model` first", file=sys.stderr)
+        return 1
+    if not (REALDATA / "laws/laws.jsonl.zst").is_file():
+        print(f"{REALDATA}: the real releases are not beside this checkout (set YUNSHAN_REALDATA)", file=sys.stderr)
+        return 1
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.tokenizer.extend import capped_new_tokens
+    from yunshan.training.models import fast_bf16
+    from yunshan.training.monitoring import read_heldout
+
+    budgets = [int(b) for b in args.budgets.split(",")]
+    variants = [v for v in args.variants.split(",") if v]
+    if args.quick:
+        budgets, args.heldout_chars = [4], 2000
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    autocast, why = fast_bf16()
+    recipe = load_pipeline(model_dir)
+    c = recipe.cpt
+    tokens_per_step = c.training.per_device_batch_size * c.training.gradient_accumulation_steps * c.data.seq_len
+    out = RESULTS / ("quick" if args.quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "partial.json"
+    results = json.loads(partial.read_text()) if partial.is_file() else {}
+    results.update({"model": model_dir.name, "heldout_chars": args.heldout_chars, "tokens_per_step": tokens_per_step,
+                    "precision": f"{'bfloat16 autocast' if autocast else 'float32'} ({why})",
+                    "recipe": str(RECIPE.relative_to(ROOT)), "requested_new_tokens": recipe.tokenizer_extension.new_tokens})
+    results.setdefault("runs", {})
+    docs = {"civil_code": read_heldout([str(REALDATA / "laws/civil_code.txt")], args.heldout_chars),
+            "general": read_heldout(recipe.cpt.monitor.general, args.heldout_chars)}
+    if "base" not in results:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        results["base"] = measure(model, AutoTokenizer.from_pretrained(model_dir), docs, autocast)
+        del model
+        partial.write_text(json.dumps(results, indent=2))
+    for steps in budgets:
+        budget = steps * tokens_per_step
+        for variant in variants:
+            key = f"{steps}_{variant}"
+            if key in results["runs"]:
+                print(key, "done in an earlier invocation", flush=True)
+                continue
+            if variant == "none":
+                new_tokens, tok = 0, None
+            else:
+                ext = dataclasses.replace(recipe.tokenizer_extension,
+                                          budget_tokens=budget if variant == "capped" else None)
+                new_tokens = capped_new_tokens(ext)[0]
+                tok = extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
+            run = train(recipe, model_dir, tok, steps, out / "runs" / key)
+            model = AutoModelForCausalLM.from_pretrained(out / "runs" / key, dtype=torch.float32).eval()
+            run["final"] = measure(model, AutoTokenizer.from_pretrained(out / "runs" / key), docs, autocast)
+            del model
+            for heavy in ("checkpoints", "adapter"):  # the figures are kept; the weights (0.5 GB a run) are not
+                shutil.rmtree(out / "runs" / key / heavy, ignore_errors=True)
+            for weights in (out / "runs" / key).glob("*.safetensors"):
+                weights.unlink()
+            run.update(variant=variant, steps_planned=steps, new_tokens=new_tokens)
+            results["runs"][key] = run
+            partial.write_text(json.dumps(results, indent=2))
+            print(key, {k: round(v["bpc"], 4) for k, v in run["final"].items()}, f"{run['seconds']:.0f}s", flush=True)
+    table = render(results)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "table.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
