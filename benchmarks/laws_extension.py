@@ -178,6 +178,10 @@ def main() -> int:
                 ext = dataclasses.replace(recipe.tokenizer_extension,
                                           budget_tokens=budget if variant == "capped" else None)
                 new_tokens = capped_new_tokens(ext)[0]
+                if variant == "uncapped" and new_tokens == capped_new_tokens(dataclasses.replace(
+                        ext, budget_tokens=budget))[0]:
+                    print(key, "is the capped run (the cap does not bind at this budget)", flush=True)
+                    continue
                 tok = extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
             run = train(recipe, model_dir, tok, steps, out / "runs" / key)
             model = AutoModelForCausalLM.from_pretrained(out / "runs" / key, dtype=torch.float32).eval()
