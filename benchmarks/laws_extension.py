@@ -96,6 +96,23 @@ def train(recipe, model_dir: Path, tok_dir: Path | None, steps: int, out: Path) 
             "warmup": {k: v for k, v in (report.get("embedding_warmup") or {}).items() if k not in ("checks", "fit")}}
 
 
+def adopted(folder: Path, new_tokens: int) -> dict:
+    """The record of a CPT run trained elsewhere (the pipeline's cpt stage): its data report, and its time from the
+    pipeline's run.json when there is one."""
+    report = json.loads((folder / "data_report.json").read_text())
+    added = (report.get("new_tokens") or 0)
+    if added != new_tokens:
+        raise SystemExit(f"{folder}: trained with {added} new tokens, this run needs {new_tokens}")
+    seconds = None
+    manifest = folder.parent / "run.json"
+    if manifest.is_file():
+        stage = next((s for s in json.loads(manifest.read_text())["stages"] if s["name"] == "cpt"), {})
+        seconds = stage.get("seconds")
+    return {"seconds": seconds or 0.0, "steps": report["steps"], "tokens_trained": report["tokens_trained"],
+            "from": str(folder),
+            "warmup": {k: v for k, v in (report.get("embedding_warmup") or {}).items() if k not in ("checks", "fit")}}
+
+
 def render(results: dict) -> str:
     base = results["base"]
     lines = [f"Model: {results['model']} ({results['precision']}); held-out: the first {results['heldout_chars']:,} "
@@ -126,6 +143,10 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"runs to do now ({', '.join(VARIANTS)})")
     parser.add_argument("--heldout-chars", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
+    parser.add_argument("--trained", action="append", default=[], metavar="STEPS_VARIANT=FOLDER", help=(
+        "take an identical run already trained instead of training it again, e.g. "
+        "40_capped=runs/smollm2-135m-laws/04_cpt (the laws recipe's own CPT stage: same budget, tokenizer and "
+        "settings); it is measured as the others are"))
     args = parser.parse_args()
     model_dir = Path(args.model)
     if not (model_dir / "config.json").is_file():
@@ -142,6 +163,7 @@ def main() -> int:
     from yunshan.training.monitoring import read_heldout
 
     budgets = [int(b) for b in args.budgets.split(",")]
+    trained = dict((k, Path(v)) for k, v in (t.split("=", 1) for t in args.trained))
     variants = [v for v in args.variants.split(",") if v]
     if args.quick:
         budgets, args.heldout_chars = [4], 2000
@@ -182,11 +204,21 @@ def main() -> int:
                         ext, budget_tokens=budget))[0]:
                     print(key, "is the capped run (the cap does not bind at this budget)", flush=True)
                     continue
-                tok = extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
-            run = train(recipe, model_dir, tok, steps, out / "runs" / key)
-            model = AutoModelForCausalLM.from_pretrained(out / "runs" / key, dtype=torch.float32).eval()
-            run["final"] = measure(model, AutoTokenizer.from_pretrained(out / "runs" / key), docs, autocast)
+                tok = None if key in trained else extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
+            folder = out / "runs" / key
+            if key in trained:
+                folder = trained[key]
+                run = adopted(folder, new_tokens)
+            else:
+                run = train(recipe, model_dir, tok, steps, folder)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            run["final"] = measure(model, AutoTokenizer.from_pretrained(folder), docs, autocast)
             del model
+            if key in trained:
+                run.update(variant=variant, steps_planned=steps, new_tokens=new_tokens)
+                results["runs"][key] = run
+                partial.write_text(json.dumps(results, indent=2))
+                continue
             for heavy in ("checkpoints", "adapter"):  # the figures are kept; the weights (0.5 GB a run) are not
                 shutil.rmtree(out / "runs" / key / heavy, ignore_errors=True)
             for weights in (out / "runs" / key).glob("*.safetensors"):
