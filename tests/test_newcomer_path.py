@@ -173,3 +173,17 @@ def test_sft_max_steps_wins_over_epochs_and_the_plan_says_so(tiny):
         overrides=["training.max_steps=10"])
     plan = run_sft(recipe, dry_run=True)
     assert plan["max_steps"] == 10 and "wins over training.epochs 2" in plan["steps_from"]
+
+
+def test_the_embedding_warmup_is_counted_inside_max_steps():
+    """training.max_steps is the whole budget: the warm-up takes warmup.steps of it (which must leave a step for
+    continual pretraining), else a quarter of it, at most 100 steps, and never all of it."""
+    from yunshan.training.embedding_warmup import EmbeddingWarmupArgs, warmup_budget
+
+    assert warmup_budget(EmbeddingWarmupArgs(), 40) == 10
+    assert warmup_budget(EmbeddingWarmupArgs(), 30) == 8
+    assert warmup_budget(EmbeddingWarmupArgs(), 10_000) == 100
+    assert warmup_budget(EmbeddingWarmupArgs(), 2) == 1 and warmup_budget(EmbeddingWarmupArgs(), 1) == 0
+    assert warmup_budget(EmbeddingWarmupArgs(steps=10), 30) == 10
+    with pytest.raises(ValueError, match="warmup.steps 30 must be below training.max_steps 30"):
+        warmup_budget(EmbeddingWarmupArgs(steps=30), 30)

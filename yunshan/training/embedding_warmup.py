@@ -16,8 +16,8 @@ little mass. A user's CPT budget cannot pay that back (the paper had 36.5B token
    one small matrix product per position instead of a forward pass. For a tied model the row is also the token's
    input embedding, which changes the hidden states: the fit then runs in rounds, each recomputing the states.
 2. **Train only the new rows** (`WarmupController`) for `warmup.steps` steps (the first steps of the run's budget,
-   `training.max_steps`, which stays the total: a quarter of it unless given), or until the held-out bits per
-   character of every monitored set are at or below the base model's (with its own tokenizer): the rest of the
+   `training.max_steps`, which stays the total: a quarter of it, at most 100, unless given), or until the held-out
+   bits per character of every monitored set are at or below the base model's (with its own tokenizer): the rest of the
    model is frozen (no gradients computed for it, so a step is cheaper), and the new rows of the input and output
    embeddings train at `warmup.learning_rate`; the base rows of a trained embedding matrix are masked and not
    decayed. This is Chinese-LLaMA-Alpaca's stage 1, run inside the same Trainer run so checkpoints, exact resume and
@@ -63,7 +63,7 @@ class EmbeddingWarmupArgs:
     steps: int | None = field(default=None, metadata={
         "help": "most steps in which only the new rows train, counted inside training.max_steps (the run's budget: "
                 "the warm-up takes its first steps, continual pretraining the rest); default: a quarter of "
-                "training.max_steps (WARMUP_SHARE). Must be below training.max_steps"})
+                "training.max_steps, at most 100 (WARMUP_SHARE, WARMUP_MAX_STEPS). Must be below training.max_steps"})
     learning_rate: float = field(default=1e-3, metadata={"help": "learning rate of the new rows during the warm-up"})
     until_base_bpc: bool = field(default=True, metadata={
         "help": "end the warm-up early once every held-out bits/char is at or below the base model's"})
@@ -83,13 +83,16 @@ class EmbeddingWarmupArgs:
 # The share of training.max_steps the warm-up may take when warmup.steps is not given. With until_base_bpc it ends
 # sooner where the held-out figures reach the base model's (5 of 40 steps on SmolLM2 with the bundled data).
 WARMUP_SHARE = 0.25
+# ... and at most this many of them: a long run does not spend a quarter of its budget on the new rows alone.
+WARMUP_MAX_STEPS = 100
 
 
 def warmup_budget(args: EmbeddingWarmupArgs, total_steps: int) -> int:
     """The most steps the warm-up takes out of a run of `total_steps` (training.max_steps): warmup.steps, else
-    WARMUP_SHARE of the run; at least one step is left for continual pretraining."""
+    WARMUP_SHARE of the run up to WARMUP_MAX_STEPS; at least one step is left for continual pretraining."""
     if args.steps is None:
-        return min(max(1, round(WARMUP_SHARE * total_steps)), total_steps - 1) if total_steps > 1 else 0
+        share = min(max(1, round(WARMUP_SHARE * total_steps)), WARMUP_MAX_STEPS)
+        return min(share, total_steps - 1) if total_steps > 1 else 0
     if args.steps >= total_steps:
         raise ValueError(f"warmup.steps {args.steps} must be below training.max_steps {total_steps}: the embedding "
                          "warm-up is counted inside the run's budget (training.max_steps is the total, as in other "
