@@ -33,7 +33,12 @@ def test_hand_computed_compression(tmp_path, capsys):
     text.write_text("ab ab\n\n资产\n", encoding="utf-8")  # texts "ab ab" (5 chars, 5 bytes) and "资产" (2, 6)
     jsonl = tmp_path / "text.jsonl"
     jsonl.write_text(json.dumps({"body": "abab"}) + "\n", encoding="utf-8")
-    report = compression_report([plain, merged], [text], top_new=5)
+    # A .txt is one text by default (a held-out document whose blank line is a paragraph break inside it) ...
+    (whole,) = compression_report([plain, merged], [text], top_new=5)["files"]
+    assert (whole["texts"], whole["characters"], whole["bytes"]) == (1, 9, 13)
+    assert [r["tokens"] for r in whole["results"]] == [13, 11]
+    # ... and its paragraphs on request, as the hand computation below counts them.
+    report = compression_report([plain, merged], [text], top_new=5, txt_document="paragraph")
     (f,) = report["files"]
     assert (f["texts"], f["characters"], f["bytes"]) == (2, 7, 11)
     base, ext = f["results"]
