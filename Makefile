@@ -74,7 +74,7 @@ demo-real: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_pipeline_lora.yaml
 
 # A legal specialist on real data: the imported SmolLM2-135M, extended and trained on the real Chinese laws corpus,
-# evaluated on the held-out Civil Code and subsets of FinEval and CMMLU (recipes/smollm2-135m_laws.yaml;
+# evaluated on the held-out Civil Code and subsets of LawBench, FinEval and CMMLU (recipes/smollm2-135m_laws.yaml;
 # the real releases beside the checkout in ../shared/realdata, or YUNSHAN_REALDATA).
 laws: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_laws.yaml
