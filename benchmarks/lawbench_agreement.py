@@ -7,8 +7,8 @@
 PREDICTIONS_DIR holds one folder per model with `{task}.json` prediction files (`{"0": {origin_prompt, prediction,
 refr}, ...}`, as LawBench publishes them); RESULTS_CSV is LawBench's `task,model_name,score,abstention_rate`. Every
 (model, task) pair with both is scored by `yunshan.eval.lawbench_scoring.score_task` (2-1 through yunshan's ChERRANT,
-with the data folder found in the LawBench checkout holding PREDICTIONS_DIR, `--cherrant-data` or
-$YUNSHAN_CHERRANT_DATA). Prints, per task, the largest |yunshan - published| over the models (points, x100) and
+with ChERRANT's data files from `--cherrant-data`, $YUNSHAN_CHERRANT_DATA, the LawBench checkout holding
+PREDICTIONS_DIR, or else as yunshan ships them). Prints, per task, the largest |yunshan - published| over the models (points, x100) and
 the largest difference of abstention rates, then every pair beyond 0.1 point; writes every pair to
 benchmarks/results/lawbench_agreement[_NAME].json (`--name`).
 
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", help="only these model folders")
     parser.add_argument("--tasks", nargs="*", help="only these task ids")
     parser.add_argument("--cherrant-data", type=Path, help="ChERRANT's data folder (cilin.txt, confusion_dict.txt); "
-                        "default: the LawBench checkout holding PREDICTIONS_DIR, or $YUNSHAN_CHERRANT_DATA")
+                        "default: $YUNSHAN_CHERRANT_DATA, the LawBench checkout holding PREDICTIONS_DIR, or "
+                        "yunshan's shipped copy")
     parser.add_argument("--name", default="", help="suffix of the JSON file name (lawbench_agreement_NAME.json)")
     args = parser.parse_args(argv)
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     published = load_published_scores(args.results_csv)
     data_dir = args.cherrant_data or find_resource_dir(args.predictions_dir)
     cherrant = CharAnnotator(load_resources(data_dir))
-    print(f"ChERRANT data: {data_dir or 'none found: 2-1 without Cilin classes and confusion set (approximate)'}")
+    print(f"ChERRANT data: {data_dir}")
     rows = score_pairs(args.predictions_dir, published, args.models, args.tasks, cherrant)
     table, summary = task_table(rows)
     compared = [r for r in rows if "gap" in r]

@@ -48,14 +48,17 @@ edit for edit as before, at a fifth of the time):
   50,000 alignments one by one.
 
 The substitution costs need ChERRANT's two data files, `cilin.txt` (the extended Tongyici Cilin, GBK) and
-`confusion_dict.txt`, which no package ships: they are read from the LawBench checkout that holds the task or
-predictions folder (`evaluation/utils/data/`) or from $YUNSHAN_CHERRANT_DATA (`find_resource_dir`,
-`load_resources`). Without them every character counts as outside Cilin and nothing as confusable; the score then
-moves (GPT-4's published 2-1: 12.53 with them, 12.75 without), and the result says so (`cherrant_resources`: null).
+`confusion_dict.txt`. yunshan ships what a character-level alignment can look up in them (`cherrant_data/`, built
+by `write_char_resources` from LawBench e30981b, Apache-2.0; every cost the same); a LawBench checkout that holds
+the task or predictions folder (`evaluation/utils/data/`) or $YUNSHAN_CHERRANT_DATA is read instead when present
+(`find_resource_dir`, `load_resources`). The result records which folder scored it (`cherrant_resources`).
+Without any (`load_resources(None)`) every character counts as outside Cilin and nothing as confusable, and
+scores move (GPT-4's published 2-1: 12.53 with the files, 12.75 without).
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import random
 import string
@@ -873,11 +876,16 @@ def corpus_f05(hyps: list[Annotation], refs: list[Annotation]) -> M2Score:
 RESOURCE_FILES = ("cilin.txt", "confusion_dict.txt")  # as ChERRANT (and LawBench's copy) names them
 RESOURCE_DIR = Path("evaluation") / "utils" / "data"  # where a LawBench checkout holds them
 RESOURCE_ENV = "YUNSHAN_CHERRANT_DATA"  # a folder holding both files, for any other layout
+# The copy shipped inside yunshan (cherrant_data/README.md): the entries of ChERRANT's two files that a
+# character-level alignment can look up, built from LawBench e30981b by `write_char_resources`.
+SHIPPED_DIR = Path(__file__).with_name("cherrant_data")
+SHIPPED_FILES = ("cilin_chars.txt", "confusion_pairs.txt.gz")
 
 
-def find_resource_dir(*near: str | Path) -> Path | None:
+def find_resource_dir(*near: str | Path) -> Path:
     """ChERRANT's data folder: $YUNSHAN_CHERRANT_DATA if set, else `evaluation/utils/data` of the LawBench checkout
-    that holds one of `near` (a task or predictions folder), else None."""
+    that holds one of `near` (a task or predictions folder), else the copy shipped with yunshan (the same costs on
+    every pair of characters)."""
     env = os.environ.get(RESOURCE_ENV)
     if env:
         return Path(env)
@@ -885,20 +893,29 @@ def find_resource_dir(*near: str | Path) -> Path | None:
         for folder in (Path(start).resolve(), *Path(start).resolve().parents):
             if all((folder / RESOURCE_DIR / name).is_file() for name in RESOURCE_FILES):
                 return folder / RESOURCE_DIR
-    return None
+    return SHIPPED_DIR
+
+
+def _is_ideograph(word: str) -> bool:
+    return len(word) == 1 and _all_chinese(word)
 
 
 @lru_cache(maxsize=4)
 def load_resources(folder: str | Path | None) -> Resources:
-    """ChERRANT's Cilin classes (`cilin.txt`, GBK) and confusion set (`confusion_dict.txt`, UTF-8) from `folder`,
-    read as ChERRANT reads them; None gives empty resources (every character outside Cilin, no confusions)."""
+    """ChERRANT's Cilin classes and confusion set from `folder`: ChERRANT's own files (`cilin.txt`, GBK, and
+    `confusion_dict.txt`, UTF-8; read as ChERRANT reads them) or yunshan's shipped form of them (`SHIPPED_FILES`,
+    `write_char_resources`). None gives empty resources (every character outside Cilin, no confusions)."""
     if folder is None:
         return Resources()
     folder = Path(folder)
+    if not all((folder / name).is_file() for name in RESOURCE_FILES) and \
+            all((folder / name).is_file() for name in SHIPPED_FILES):
+        return _load_shipped(folder)
     missing = [name for name in RESOURCE_FILES if not (folder / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder}: no {' or '.join(missing)}; ChERRANT's data folder holds "
-                                f"{' and '.join(RESOURCE_FILES)} (LawBench: {RESOURCE_DIR})")
+                                f"{' and '.join(RESOURCE_FILES)} (LawBench: {RESOURCE_DIR}), or yunshan's form of "
+                                f"them, {' and '.join(SHIPPED_FILES)}")
     texts = {}
     for name, encoding in zip(RESOURCE_FILES, ("gbk", "utf-8")):
         raw = (folder / name).read_bytes()
@@ -917,5 +934,67 @@ def load_resources(folder: str | Path | None) -> Resources:
     return Resources(semantic, confusion, source=str(folder))
 
 
+def _load_shipped(folder: Path) -> Resources:
+    """yunshan's form: `CODE char char ...` lines (UTF-8) and the confusable pairs, each once (`a b b b ...`,
+    gzip), read back into both directions."""
+    semantic = {}
+    for number, line in enumerate((folder / SHIPPED_FILES[0]).read_text(encoding="utf-8").splitlines(), 1):
+        code, *chars = line.split(" ")
+        if len(code) != 8 or not chars or any(len(ch) != 1 for ch in chars):
+            raise ValueError(f"{folder / SHIPPED_FILES[0]}:{number}: expected an 8-character Cilin code and "
+                             f"one-character words, got {line[:40]!r}")
+        semantic.update(dict.fromkeys(chars, code))
+    confusion: dict[str, list[str]] = {}
+    with gzip.open(folder / SHIPPED_FILES[1], "rt", encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            first, *rest = line.rstrip("\n").split(" ")
+            if not (_is_ideograph(first) and rest and all(_is_ideograph(ch) for ch in rest)):
+                raise ValueError(f"{folder / SHIPPED_FILES[1]}:{number}: expected CJK characters separated by "
+                                 f"spaces, got {line[:40]!r}")
+            confusion.setdefault(first, []).extend(rest)
+            for ch in rest:
+                confusion.setdefault(ch, []).append(first)
+    return Resources(semantic, confusion, source=str(folder))
+
+
+def write_char_resources(folder: str | Path, out: str | Path) -> dict[str, int]:
+    """Write yunshan's form of ChERRANT's files in `folder` to `out`: what a character-level alignment can look up.
+
+    The alignment looks a token up in Cilin as a whole word, and its tokens are single characters (and
+    `[缺失成分]`, which Cilin does not hold), so only one-character words are kept, each with the code ChERRANT
+    reads for it (the last one). It asks the confusion set only whether one CJK ideograph is confusable with
+    another, in either direction (`_spell_cost`), so only ideograph pairs are kept, each unordered pair once. The
+    costs of every pair of tokens are then the same as with ChERRANT's files (tests/eval/test_cherrant.py).
+
+        python -c "from yunshan.eval.cherrant import write_char_resources as w; \\
+                   print(w('LawBench/evaluation/utils/data', 'eval/cherrant_data'))"
+    """
+    full = load_resources.__wrapped__(folder)
+    if MISSING in full.semantic:
+        raise ValueError(f"{folder}: Cilin holds {MISSING}, which the alignment reads as one token")
+    groups: dict[str, list[str]] = {}
+    for word, code in full.semantic.items():
+        if len(word) == 1:
+            groups.setdefault(code, []).append(word)
+    pairs: dict[str, set[str]] = {}
+    for first, others in full.confusion.items():
+        if _is_ideograph(first):
+            for ch in others:
+                if _is_ideograph(ch) and ch != first:
+                    a, b = sorted((first, ch))
+                    pairs.setdefault(a, set()).add(b)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SHIPPED_FILES[0]).write_text("".join(f"{code} {' '.join(words)}\n" for code, words in groups.items()),
+                                        encoding="utf-8")
+    text = "".join(f"{a} {' '.join(sorted(pairs[a]))}\n" for a in sorted(pairs))
+    with open(out / SHIPPED_FILES[1], "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as f:
+        f.write(text.encode("utf-8"))  # mtime 0 and no name: the same bytes on every run
+    return {"cilin_characters": sum(len(words) for words in groups.values()),
+            "confusable_pairs": sum(len(b) for b in pairs.values())}
+
+
 __all__ = ["Aligner", "Annotation", "CharAnnotator", "M2Score", "Resources", "char_tokens", "compare_edits",
-           "corpus_f05", "count_alignments", "f_score", "merge_edits", "find_resource_dir", "load_resources"]
+           "corpus_f05", "count_alignments", "f_score", "merge_edits", "find_resource_dir", "load_resources",
+           "write_char_resources"]

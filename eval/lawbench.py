@@ -7,8 +7,8 @@ answer}`; the prompt is `instruction + "\\n" + question` (through the chat templ
 greedily. Every file, gold answers included, is checked before the first generation. Scores are x100; the
 columns are the means of the Memorization (1-x), Understanding (2-x) and Applying (3-x) tasks present, and the
 overall score is the plain mean over the tasks present (with all 20: the paper's (2 Mem + 10 Und + 8 App) / 20).
-Metrics per task: `lawbench_scoring.py`; task 2-1 through ChERRANT (`cherrant.py`), whose two data files are read
-from the LawBench checkout that holds the task folder (or $YUNSHAN_CHERRANT_DATA).
+Metrics per task: `lawbench_scoring.py`; task 2-1 through ChERRANT (`cherrant.py`), whose two data files ship with
+yunshan (`cherrant_data/`; the LawBench checkout holding the task folder, or $YUNSHAN_CHERRANT_DATA, is read first).
 
 LawBench's published predictions (`predictions/{zero,one}_shot/{model}/{task}.json`, `{"0": {origin_prompt,
 prediction, refr}, ...}`) and scores (`results.csv`) are read by `load_predictions` and `load_published_scores`:

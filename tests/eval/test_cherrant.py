@@ -12,8 +12,9 @@ from yunshan.eval import cherrant
 from yunshan.eval.cherrant import (
     RESOURCE_DIR, RESOURCE_ENV, Aligner, Annotation, CharAnnotator, Resources, alignments, char_tokens,
     compare_edits, corpus_f05, count_alignments, f_score, find_resource_dir, load_resources, merge_edits,
-    merge_runs, merged_edit_lists,
+    merge_runs, merged_edit_lists, write_char_resources,
 )
+from yunshan.eval.cherrant import SHIPPED_DIR, SHIPPED_FILES
 
 NOOP = [(-1, -1, "noop", "-NONE-")]
 
@@ -252,7 +253,7 @@ def test_resource_folder_found_in_a_lawbench_checkout(tmp_path, monkeypatch):
     checkout = tmp_path / "LawBench"
     (checkout / "data" / "zero_shot").mkdir(parents=True)
     (checkout / "predictions" / "zero_shot" / "m").mkdir(parents=True)
-    assert find_resource_dir(checkout / "data" / "zero_shot") is None
+    assert find_resource_dir(checkout / "data" / "zero_shot") == SHIPPED_DIR  # no checkout data: the shipped copy
     write_resources(checkout / RESOURCE_DIR, ["Aa01A01= 甲"], ["门 们"])
     for near in (checkout / "data" / "zero_shot", checkout / "predictions" / "zero_shot" / "m"):
         assert find_resource_dir(near) == (checkout / RESOURCE_DIR).resolve()
@@ -268,3 +269,48 @@ def test_one_character_costs_equal_chertant_general_formula():
     for a in tokens:
         for b in tokens:
             assert aligner.sub_cost(a, b) == aligner._general_sub_cost(a, b), (a, b)
+
+
+def test_shipped_form_gives_chertants_costs(tmp_path):
+    """write_char_resources keeps what a character alignment can look up: every substitution cost stays the same."""
+    cilin = ["Aa01A01= 甲 乙 甲乙 人士", "Aa01A02= 丙 a", "Ba01A01= 乙 丁丁 ，", "Ca01A01= 人物 人员"]
+    confusion = ["门 们 扪 门", "己 已 a 已已", "们 闷", "x 门", "巳 己"]  # self, non-CJK, multi-character, one-way
+    folder = write_resources(tmp_path / "full", cilin, confusion)
+    counts = write_char_resources(folder, tmp_path / "shipped")
+    # 甲, 乙 (last code), 丙, a, ，; pairs 门-们, 门-扪, 己-已, 们-闷, 巳-己
+    assert counts == {"cilin_characters": 5, "confusable_pairs": 5}
+    full, shipped = load_resources.__wrapped__(folder), load_resources.__wrapped__(tmp_path / "shipped")
+    assert shipped.semantic == {"甲": "Aa01A01=", "乙": "Ba01A01=", "丙": "Aa01A02=", "a": "Aa01A02=",
+                                "，": "Ba01A01="}
+    tokens = list("甲乙丙丁人门们扪闷己已巳a，x") + ["[缺失成分]"]
+    a_full, a_shipped = Aligner(full), Aligner(shipped)
+    for a in tokens:
+        for b in tokens:
+            assert a_full.sub_cost(a, b) == a_shipped.sub_cost(a, b), (a, b)
+    first = (tmp_path / "shipped" / SHIPPED_FILES[1]).read_bytes()
+    write_char_resources(folder, tmp_path / "shipped")  # the same bytes again (gzip without a time stamp)
+    assert (tmp_path / "shipped" / SHIPPED_FILES[1]).read_bytes() == first
+
+
+def test_the_shipped_files_read_with_their_counts(monkeypatch):
+    monkeypatch.delenv(RESOURCE_ENV, raising=False)
+    res = load_resources(find_resource_dir())
+    assert res.source == str(SHIPPED_DIR)
+    assert len(res.semantic) == 4720 and all(len(w) == 1 and len(c) == 8 for w, c in res.semantic.items())
+    assert sum(map(len, res.confusion.values())) == 2 * 254843  # each pair read into both directions
+    assert all(a in res.confusion[b] for a in res.confusion for b in res.confusion[a][:3])
+
+
+def test_a_broken_shipped_file_is_refused_at_its_line(tmp_path):
+    import gzip
+
+    (tmp_path / SHIPPED_FILES[0]).write_text("Aa01A01= 甲 乙\nAa01A02 丙\n", encoding="utf-8")
+    with gzip.open(tmp_path / SHIPPED_FILES[1], "wt", encoding="utf-8") as f:
+        f.write("门 们\n")
+    with pytest.raises(ValueError, match=r"cilin_chars.txt:2: expected an 8-character Cilin code"):
+        load_resources.__wrapped__(tmp_path)
+    (tmp_path / SHIPPED_FILES[0]).write_text("Aa01A01= 甲 乙\n", encoding="utf-8")
+    with gzip.open(tmp_path / SHIPPED_FILES[1], "wt", encoding="utf-8") as f:
+        f.write("门 们\n门 ab\n")
+    with pytest.raises(ValueError, match=r"confusion_pairs.txt.gz:2: expected CJK characters"):
+        load_resources.__wrapped__(tmp_path)

@@ -3,9 +3,8 @@ published scores reproduced from LawBench's published predictions.
 
 The release is read in place (each test skipped with the reason when it is absent); malformed variants are made at
 run time from fixtures of our own (test_malformed.py) or from the real files in a temporary folder, so no release
-text is stored in the project. Task 2-1 needs ChERRANT's two data files (LawBench's `evaluation/utils/data`): found
-in the checkout that holds the predictions, or through $YUNSHAN_CHERRANT_DATA; without them the 2-1 test is
-skipped with that reason (every other task is still asserted).
+text is stored in the project. Task 2-1 is scored with ChERRANT's two data files as yunshan ships them
+(eval/cherrant_data), or those of a LawBench checkout holding the predictions, or of $YUNSHAN_CHERRANT_DATA.
 """
 
 import json
@@ -13,7 +12,7 @@ import json
 import pytest
 from fixtures import realdata
 
-from yunshan.eval.cherrant import RESOURCE_DIR, RESOURCE_ENV, CharAnnotator, find_resource_dir, load_resources
+from yunshan.eval.cherrant import CharAnnotator, find_resource_dir, load_resources
 from yunshan.eval.items import eval_items
 from yunshan.eval.lawbench import load_lawbench, load_predictions, load_published_scores, load_task_file
 from yunshan.eval.lawbench_scoring import TASKS, score_task
@@ -57,11 +56,7 @@ def test_the_released_answers_are_the_task_files_answers():
 
 
 def cherrant_for(root):
-    folder = find_resource_dir(root)
-    if folder is None:
-        pytest.skip(f"ChERRANT's data files (LawBench's {RESOURCE_DIR}: cilin.txt, confusion_dict.txt) are not in "
-                    f"the checkout holding {root}; set {RESOURCE_ENV} to score 2-1")
-    return CharAnnotator(load_resources(folder))
+    return CharAnnotator(load_resources(find_resource_dir(root)))
 
 
 @pytest.mark.parametrize("model", MODELS)
