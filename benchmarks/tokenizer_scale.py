@@ -13,6 +13,10 @@ Corpora, from `../shared/realdata/laws/laws.jsonl.zst` (3,464 laws, regulations,
 20.0 M characters; 58.5 MB as plain JSONL), written as plain `.jsonl` to `--work`:
 - 20MB: the corpus's first documents up to 20 MB;
 - 58MB: the whole corpus;
+- 58MB-sampled: the whole corpus counted over a seeded sample of 2.78 M characters (`--sample-chars` 50 M / 18),
+  1/7.2 of its 20.0 M: the share of a real 1 GB corpus (360 M characters, every word new) that the default 50 M
+  sample holds, so its Civil Code compression beside the 58MB row's (which counts everything) shows what sampling
+  costs on text that does not repeat. Pessimistic: 2.78 M characters give rare words fewer counts than 50 M would;
 - 1GB: 18 copies of it (1.05 GB), each copy's documents in an order shuffled by `random.Random(SEED + copy)`;
 - 1GB-distinct: the same, but copy k > 0 has every CJK ideograph c replaced by the one k * 997 places further in the
   block (U+4E00-U+9FFF, wrapping): 1 GB in which no Chinese word of one copy recurs in another, the way a real 1 GB
@@ -24,10 +28,11 @@ of a seeded sample of at most 50 M characters, one counting process per core) an
 with the base's own normaliser and pre-tokeniser (SmolLM2: Digits + ByteLevel) and the byte alphabet, fed the same
 file through `train_from_iterator` (`json.loads` per line). Both may use every core (TOKENIZERS_PARALLELISM=true).
 Measured: wall seconds; CPU seconds (user + system of the process and its children); peak memory, the largest sum
-over the process and its children of their proportional set size (PSS: resident memory, a page shared by n processes
-counted 1/n in each, so yunshan's forked workers do not count the pages they share with it twice), sampled every
-0.1 s (the JSON also has the sum of resident sizes, which does count them twice). Then the Civil Code's tokens per character (`yunshan tokenizer
-report`'s definition) with the base and with each extension; at 1 GB also the unbounded run. The machine is shared:
+over the process and its children of their proportional set size (PSS: resident memory, a page shared by n
+processes counted 1/n in each, so yunshan's forked workers do not count the pages they share with it twice),
+sampled every 0.1 s, and beside it the largest sum of their resident sizes (RSS, which counts shared pages once per
+process). Then the Civil Code's tokens per character (`yunshan tokenizer report`'s definition) with the base and
+with each extension; at 1 GB also the unbounded run (`--sample-chars 0`). The machine is shared:
 the load average is recorded before and after each run, and the comparison is the ratio of runs made side by side.
 Results: a markdown table on stdout and benchmarks/results/tokenizer_scale.json.
 """
@@ -37,7 +42,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import platform
 import random
@@ -50,7 +54,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = Path(os.environ.get("YUNSHAN_REALDATA", ROOT.parent / "shared" / "realdata"))
 SEED = 0
-SIZES = {"20MB": 20_000_000, "58MB": None, "1GB": 1_000_000_000, "1GB-distinct": 1_000_000_000}
+SIZES = {"20MB": 20_000_000, "58MB": None, "58MB-sampled": None, "1GB": 1_000_000_000,
+         "1GB-distinct": 1_000_000_000}
+COPIES = 18  # of the 58 MB corpus in the 1 GB ones
+DEFAULT_SAMPLE_CHARS = 50_000_000  # yunshan tokenizer extend's --sample-chars
 CJK_FIRST, CJK_COUNT = 0x4E00, 0x9FFF - 0x4E00 + 1
 
 
@@ -86,7 +93,7 @@ def write_corpora(work: Path, sizes: list[str]) -> dict[str, Path]:
     lines = whole.read_bytes().splitlines(keepends=True)
     paths = {}
     for size in sizes:
-        if size == "58MB":
+        if size in ("58MB", "58MB-sampled"):
             paths[size] = whole
             continue
         path = work / f"laws_{size}.jsonl"
@@ -100,7 +107,7 @@ def write_corpora(work: Path, sizes: list[str]) -> dict[str, Path]:
                 total += len(line)
             blob_size = total
         else:
-            copies = math.ceil(SIZES[size] / sum(map(len, lines)))
+            copies = COPIES
             blob_size = copies * sum(map(len, lines))
         if path.is_file() and path.stat().st_size == blob_size:
             continue
@@ -153,7 +160,8 @@ def measure(command: list[str], env: dict) -> dict:
         sys.exit(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
     return {"wall_s": round(wall, 2), "cpu_s": round(after.children_user + after.children_system
                                                      - before.children_user - before.children_system, 2),
-            "peak_gb": round(peak / 1e9, 3), "peak_rss_sum_gb": round(peak_rss / 1e9, 3), "load_before": [round(x, 2) for x in load_before],
+            "peak_gb": round(peak / 1e9, 3), "peak_rss_sum_gb": round(peak_rss / 1e9, 3),
+            "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()], "output": output[-2000:]}
 
 
@@ -216,8 +224,9 @@ def main() -> None:
         corpus = corpora[size]
         row = {"size": size, "bytes": corpus.stat().st_size}
         out = args.work / f"extended_{size}"
-        row["yunshan"] = measure(yunshan + ["--corpus", str(corpus), "--out", str(out)], env)
-        if size != "1GB-distinct":
+        flags = ["--sample-chars", str(DEFAULT_SAMPLE_CHARS // COPIES)] if size == "58MB-sampled" else []
+        row["yunshan"] = measure(yunshan + ["--corpus", str(corpus), "--out", str(out)] + flags, env)
+        if size not in ("1GB-distinct", "58MB-sampled"):
             row["bpe_trainer"] = measure([sys.executable, __file__, "--bpe-trainer", str(corpus), "--base",
                                           str(args.base), "--new-tokens", str(args.new_tokens), "--out",
                                           str(args.work / "bpe")], env)
@@ -227,6 +236,15 @@ def main() -> None:
         row["new_tokens"] = report["new_tokens"]["added"]
         row["civil_code_tokens_per_char"] = {"base": base_tpc, "extended": tokens_per_char([out], civil_code)[0]}
         row["training_words"] = {"words": report["corpus"]["words"], "unique": report["corpus"]["unique_words"]}
+        if size == "58MB-sampled":  # the unbounded run is the 58MB row's (its whole corpus fits in the sample)
+            whole = next((r for r in rows if r["size"] == "58MB"), None)
+            if whole is None:
+                whole = {"yunshan": measure(yunshan + ["--corpus", str(corpus), "--out", str(out) + "_whole",
+                                                       "--sample-chars", "0"], env),
+                         "civil_code_tokens_per_char": {"extended": tokens_per_char([Path(str(out) + "_whole")],
+                                                                                    civil_code)[0]}}
+            row["unbounded"] = whole["yunshan"]
+            row["civil_code_tokens_per_char"]["unbounded"] = whole["civil_code_tokens_per_char"]["extended"]
         if size == "1GB" and not args.no_unbounded:
             whole = args.work / f"extended_{size}_unbounded"
             row["unbounded"] = measure(yunshan + ["--corpus", str(corpus), "--out", str(whole), "--sample-chars",
@@ -251,28 +269,33 @@ def print_row(row: dict) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| corpus | characters | counted | distinct words counted | yunshan s | BpeTrainer s | time ratio | "
-             "CPU s yunshan / BpeTrainer | yunshan peak GB | BpeTrainer peak GB | Civil Code tokens/char | "
-             "load (1 min) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = ["| corpus | characters | counted | distinct words counted | wall s yunshan / BpeTrainer (ratio) | "
+             "CPU s yunshan / BpeTrainer | peak GB yunshan / BpeTrainer (PSS) | peak GB yunshan / BpeTrainer "
+             "(RSS sum) | Civil Code tokens/char: base -> yunshan | load (1 min) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in rows:
         y, b, tpc = row["yunshan"], row.get("bpe_trainer"), row["civil_code_tokens_per_char"]
-        counted = "all" if row["sample"]["whole_corpus"] else f"{row['sample']['characters'] / 1e6:.1f} M (sample)"
+        counted = "all" if row["sample"]["whole_corpus"] else f"{row['sample']['characters'] / 1e6:.2f} M (sample)"
         civil = f"{tpc['base']:.3f} -> {tpc['extended']:.3f}"
         if row["size"] == "1GB-distinct":
             civil = "(not meaningful: shifted text)"
         if "unbounded" in tpc:
             u = row["unbounded"]
-            civil += (f"; unbounded {tpc['unbounded']:.3f} ({100 * (tpc['extended'] / tpc['unbounded'] - 1):+.2f}%; "
-                      f"{u['wall_s']:.0f} s, {u['peak_gb']:.2f} GB)")
-        bpe = (f"{b['wall_s']:.1f} | {y['wall_s'] / b['wall_s']:.2f} | {y['cpu_s']:.0f} / {b['cpu_s']:.0f} | "
-               f"{y['peak_gb']:.2f} | {b['peak_gb']:.2f}") if b else \
-            f"not run | | {y['cpu_s']:.0f} / - | {y['peak_gb']:.2f} | not run"
+            change = 100 * (tpc["extended"] / tpc["unbounded"] - 1)
+            civil += f"; counting all: {tpc['unbounded']:.3f} (sample {change:+.2f}%; {u['wall_s']:.0f} s, " \
+                     f"{u['peak_gb']:.2f} GB)"
+        if b:
+            times = f"{y['wall_s']:.1f} / {b['wall_s']:.1f} ({y['wall_s'] / b['wall_s']:.2f})"
+            cpu = f"{y['cpu_s']:.0f} / {b['cpu_s']:.0f}"
+            pss = f"{y['peak_gb']:.2f} / {b['peak_gb']:.2f}"
+            rss = f"{y.get('peak_rss_sum_gb', float('nan')):.2f} / {b.get('peak_rss_sum_gb', float('nan')):.2f}"
+        else:
+            times, cpu = f"{y['wall_s']:.1f} / not run", f"{y['cpu_s']:.0f} / -"
+            pss, rss = f"{y['peak_gb']:.2f} / -", f"{y.get('peak_rss_sum_gb', float('nan')):.2f} / -"
         lines.append(f"| {row['size']} ({row['bytes'] / 1e6:,.0f} MB) | {row['characters'] / 1e6:.1f} M | {counted} | "
-                     f"{row['training_words']['unique']:,} | {y['wall_s']:.1f} | {bpe} | {civil} | "
+                     f"{row['training_words']['unique']:,} | {times} | {cpu} | {pss} | {rss} | {civil} | "
                      f"{y['load_before'][0]:.1f} -> {(b or y)['load_after'][0]:.1f} |")
     return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()

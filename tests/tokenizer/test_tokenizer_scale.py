@@ -141,3 +141,50 @@ def test_real_smollm2_on_the_real_laws_corpus(tmp_path):
     added = [t for t, i in vocab.items() if i >= report["base"]["vocab_size"]]
     digits = "0123456789"
     assert len(added) == 300 and not [t for t in added if any(a in digits and b in digits for a, b in zip(t, t[1:]))]
+
+
+def test_memory_stays_bounded_as_the_corpus_grows(bases, tmp_path):
+    """Issue 33 section 3, through the command in fresh processes: with --sample-chars, a corpus ten times larger
+    (every word new, as a real corpus keeps bringing words) peaks within a few MB of the small one, while counting
+    all of it (--sample-chars 0) costs tens of MB more. The sample's size is in the report."""
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(5)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def write(name: str, documents: int) -> Path:
+        path = tmp_path / f"{name}.jsonl"
+        with open(path, "w", encoding="utf-8") as f:
+            for _ in range(documents):  # ~2,000 characters of distinct 5-9 letter words
+                text = " ".join("".join(rng.choices(letters, k=rng.randint(5, 9))) for _ in range(250))
+                f.write(json.dumps({"text": text}) + "\n")
+        return path
+
+    small, large = write("small", 150), write("large", 1500)
+    limit = 250_000
+
+    def run(corpus: Path, sample_chars: int) -> tuple[float, dict]:
+        out = tmp_path / f"{corpus.stem}_{sample_chars}"
+        # VmHWM: the peak of this process's own memory (ru_maxrss would start at the forking parent's size).
+        code = ("from yunshan.cli import main; "
+                f"assert main(['tokenizer', 'extend', '--base', {str(bases['byte_level_gpt2'])!r}, '--corpus', "
+                f"{str(corpus)!r}, '--new-tokens', '50', '--out', {str(out)!r}, '--sample-chars', "
+                f"'{sample_chars}', '--processes', '1']) == 0; "
+                "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads((out / "yunshan_tokenizer_extension.json").read_text(encoding="utf-8"))
+        return int(done.stdout.split()[-1]) / 1024, report["corpus"]
+
+    peak_small, small_corpus = run(small, limit)
+    peak_large, large_corpus = run(large, limit)
+    peak_all, all_corpus = run(large, 0)
+    assert not large_corpus["sample"]["whole_corpus"] and large_corpus["sample"]["characters"] <= limit
+    assert large_corpus["characters"] > 9 * small_corpus["characters"]  # every document read, a sample counted
+    assert all_corpus["sample"]["whole_corpus"] and all_corpus["unique_words"] > 8 * large_corpus["unique_words"]
+    print(f"peak MB: small {peak_small:.0f}, large sampled {peak_large:.0f}, large whole {peak_all:.0f}")
+    assert peak_large - peak_small < 15, (peak_small, peak_large)
+    assert peak_all - peak_small > 45, (peak_small, peak_all)  # the test can tell: counting everything grows
