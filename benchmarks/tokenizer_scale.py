@@ -1,8 +1,8 @@
 """Vocabulary extension at the scale users have: `yunshan tokenizer extend` beside the `tokenizers` library's own
 `BpeTrainer`, on the real laws corpus at 20 MB, 58 MB and a 1 GB concatenation. A benchmark, not a timed test.
 
-    .venv/bin/python benchmarks/tokenizer_scale.py                     # every size: about an hour on 2 loaded cores
-    .venv/bin/python benchmarks/tokenizer_scale.py --sizes 20MB 58MB   # without the 1 GB concatenations
+    nice -n 10 .venv/bin/python benchmarks/tokenizer_scale.py                    # default sizes: 1 h 50 min at load 15-20
+    nice -n 10 .venv/bin/python benchmarks/tokenizer_scale.py --sizes 20MB 58MB  # without the 1 GB concatenations
 
 Issue 33, section 3. Goal: `yunshan tokenizer extend --base SmolLM2-135M --new-tokens 5000` no slower than
 `BpeTrainer` learning 5,000 tokens on the same text, at most 4 GB peak memory at 1 GB of text, and the same held-out
@@ -17,6 +17,8 @@ Corpora, from `../shared/realdata/laws/laws.jsonl.zst` (3,464 laws, regulations,
   1/7.2 of its 20.0 M: the share of a real 1 GB corpus (360 M characters, every word new) that the default 50 M
   sample holds, so its Civil Code compression beside the 58MB row's (which counts everything) shows what sampling
   costs on text that does not repeat. Pessimistic: 2.78 M characters give rare words fewer counts than 50 M would;
+- 58MB-sample5M, 58MB-sample10M (only when asked for in --sizes): the same with samples of 5 M and 10 M characters
+  (1/4 and 1/2 of the corpus), how the cost of sampling falls as the sample grows;
 - 1GB: 18 copies of it (1.05 GB), each copy's documents in an order shuffled by `random.Random(SEED + copy)`;
 - 1GB-distinct: the same, but copy k > 0 has every CJK ideograph c replaced by the one k * 997 places further in the
   block (U+4E00-U+9FFF, wrapping): 1 GB in which no Chinese word of one copy recurs in another, the way a real 1 GB
@@ -55,9 +57,13 @@ ROOT = Path(__file__).resolve().parents[1]
 REALDATA = Path(os.environ.get("YUNSHAN_REALDATA", ROOT.parent / "shared" / "realdata"))
 SEED = 0
 SIZES = {"20MB": 20_000_000, "58MB": None, "58MB-sampled": None, "1GB": 1_000_000_000,
-         "1GB-distinct": 1_000_000_000}
+         "1GB-distinct": 1_000_000_000, "58MB-sample5M": None, "58MB-sample10M": None}
+DEFAULT_SIZES = ["20MB", "58MB", "58MB-sampled", "1GB", "1GB-distinct"]
 COPIES = 18  # of the 58 MB corpus in the 1 GB ones
 DEFAULT_SAMPLE_CHARS = 50_000_000  # yunshan tokenizer extend's --sample-chars
+# --sample-chars of the rows that count the 58 MB corpus over a sample of it
+SAMPLE_CHARS = {"58MB-sampled": DEFAULT_SAMPLE_CHARS // COPIES, "58MB-sample5M": 5_000_000,
+                "58MB-sample10M": 10_000_000}
 CJK_FIRST, CJK_COUNT = 0x4E00, 0x9FFF - 0x4E00 + 1
 
 
@@ -93,7 +99,7 @@ def write_corpora(work: Path, sizes: list[str]) -> dict[str, Path]:
     lines = whole.read_bytes().splitlines(keepends=True)
     paths = {}
     for size in sizes:
-        if size in ("58MB", "58MB-sampled"):
+        if size == "58MB" or size in SAMPLE_CHARS:
             paths[size] = whole
             continue
         path = work / f"laws_{size}.jsonl"
@@ -197,7 +203,7 @@ def tokens_per_char(tokenizers: list[Path], text: Path) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, choices=list(SIZES))
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "tokenizer_scale.json",
                         help="where the results go (JSON)")
     parser.add_argument("--base", type=Path, default=default_base(), help="base tokenizer (SmolLM2-135M's folder)")
@@ -218,15 +224,15 @@ def main() -> None:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "true", "HF_HUB_OFFLINE": "1"}
     yunshan = [str(Path(sys.executable).with_name("yunshan")), "tokenizer", "extend", "--base", str(args.base),
                "--new-tokens", str(args.new_tokens), "--overwrite"]
-    rows = []
+    rows, whole_58mb = [], None
     base_tpc = tokens_per_char([args.base], civil_code)[0]
     for size in args.sizes:
         corpus = corpora[size]
         row = {"size": size, "bytes": corpus.stat().st_size}
         out = args.work / f"extended_{size}"
-        flags = ["--sample-chars", str(DEFAULT_SAMPLE_CHARS // COPIES)] if size == "58MB-sampled" else []
+        flags = ["--sample-chars", str(SAMPLE_CHARS[size])] if size in SAMPLE_CHARS else []
         row["yunshan"] = measure(yunshan + ["--corpus", str(corpus), "--out", str(out)] + flags, env)
-        if size not in ("1GB-distinct", "58MB-sampled"):
+        if size != "1GB-distinct" and size not in SAMPLE_CHARS:
             row["bpe_trainer"] = measure([sys.executable, __file__, "--bpe-trainer", str(corpus), "--base",
                                           str(args.base), "--new-tokens", str(args.new_tokens), "--out",
                                           str(args.work / "bpe")], env)
@@ -236,13 +242,14 @@ def main() -> None:
         row["new_tokens"] = report["new_tokens"]["added"]
         row["civil_code_tokens_per_char"] = {"base": base_tpc, "extended": tokens_per_char([out], civil_code)[0]}
         row["training_words"] = {"words": report["corpus"]["words"], "unique": report["corpus"]["unique_words"]}
-        if size == "58MB-sampled":  # the unbounded run is the 58MB row's (its whole corpus fits in the sample)
-            whole = next((r for r in rows if r["size"] == "58MB"), None)
+        if size in SAMPLE_CHARS:  # the unbounded run is the 58MB row's (its whole corpus fits in the sample)
+            whole = next((r for r in rows if r["size"] == "58MB"), None) or whole_58mb
             if whole is None:
-                whole = {"yunshan": measure(yunshan + ["--corpus", str(corpus), "--out", str(out) + "_whole",
-                                                       "--sample-chars", "0"], env),
-                         "civil_code_tokens_per_char": {"extended": tokens_per_char([Path(str(out) + "_whole")],
-                                                                                    civil_code)[0]}}
+                done = args.work / "extended_58MB_whole"
+                whole = whole_58mb = {
+                    "yunshan": measure(yunshan + ["--corpus", str(corpus), "--out", str(done), "--sample-chars", "0"],
+                                       env),
+                    "civil_code_tokens_per_char": {"extended": tokens_per_char([done], civil_code)[0]}}
             row["unbounded"] = whole["yunshan"]
             row["civil_code_tokens_per_char"]["unbounded"] = whole["civil_code_tokens_per_char"]["extended"]
         if size == "1GB" and not args.no_unbounded:
