@@ -193,6 +193,25 @@ def _usage(prov: Provenance, model_ref: str, remote_code: bool, chat: bool, adap
     return "\n".join(lines)
 
 
+def _gguf_usage(model_ref: str, facts: ExportFacts) -> str:
+    """How to run the GGUF file: llama.cpp's server and CLI, llama-cpp-python, Ollama."""
+    file = facts.gguf_file
+    lines = ["```bash", f"llama-server -m {file} --port 8080          # llama.cpp: an OpenAI-compatible server",
+             f'llama-cli -m {file} -p "银行间同业拆借利率是指" -n 64']
+    if facts.ollama:
+        lines.append("ollama create yunshan -f Modelfile && ollama run yunshan   # the Modelfile beside it")
+    lines += ["```", "", "```python", "from llama_cpp import Llama", "",
+              f'llm = Llama(model_path="{file}", n_ctx={min(facts.context_length or 2048, 4096)})']
+    if facts.chat_template:
+        lines += ['print(llm.create_chat_completion(messages=[{"role": "user", "content": '
+                  '"根据《民法典》，借款合同的利率有什么限制？"}], temperature=0)["choices"][0]["message"]["content"])']
+    else:
+        lines += ['print(llm("银行间同业拆借利率是指", max_tokens=64, temperature=0)["choices"][0]["text"])']
+    lines += ["```", "", f"transformers reads it too: `AutoModelForCausalLM.from_pretrained(\"{model_ref}\", "
+              f"gguf_file=\"{file}\")` (dequantised to float32)."]
+    return "\n".join(lines)
+
+
 @dataclass
 class ExportFacts:
     """What the export wrote, for the card (filled by yunshan.hub.export)."""
@@ -211,6 +230,8 @@ class ExportFacts:
     lora: dict | None = None  # r, alpha, targets of the run's adapter
     grown_vocab: bool = False
     converted_from: str | None = None  # the trained architecture when the export rewrote it (--as-llama)
+    gguf_file: str | None = None  # the export is this one GGUF file (--gguf)
+    ollama: bool = False  # ... with an Ollama Modelfile beside it
 
 
 def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts) -> tuple[str, dict]:
@@ -244,13 +265,15 @@ def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts)
         tags.append("lora")
     if prov.stand_in_base:
         tags.append("demo")
+    if facts.gguf_file:
+        tags.append("gguf")
     tags += options.tags
     datasets = training_datasets(prov) + [d for d in options.datasets if d not in training_datasets(prov)]
     data = ModelCardData(
         license=license_, license_name=license_name, license_link=license_link, language=list(options.language),
         base_model=base_id, base_model_relation=("adapter" if facts.adapter else "finetune") if base_id else None,
         datasets=datasets or None, tags=tags, pipeline_tag="text-generation",
-        library_name="peft" if facts.adapter else "transformers",
+        library_name="peft" if facts.adapter else "gguf" if facts.gguf_file else "transformers",
         model_name=name if eval_results else None, eval_results=eval_results or None,
     )
     front = data.to_yaml()
@@ -272,8 +295,11 @@ def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts)
     if facts.adapter and not base_id:
         lines += [f"This is a LoRA adapter for `{prov.base_model}`, a model that is not on the Hub: publish that "
                   "model and load it where the code says `" + base_ref + "`.", ""]
-    lines += [_usage(prov, model_ref, facts.remote_code, facts.chat_template, facts.adapter, base_ref,
-                     facts.grown_vocab), ""]
+    if facts.gguf_file:
+        lines += [_gguf_usage(model_ref, facts), ""]
+    else:
+        lines += [_usage(prov, model_ref, facts.remote_code, facts.chat_template, facts.adapter, base_ref,
+                         facts.grown_vocab), ""]
     lines += ["## Reproducing", ""]
     version = prov.yunshan_version or _installed_version()
     lines.append(f"Made with yunshan {version}." + (
@@ -341,8 +367,11 @@ def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> l
         rows.append(("vocabulary", f"{facts.vocab_size:,}"))
     if facts.context_length:
         rows.append(("context length", f"{facts.context_length:,}"))
-    rows.append(("weights", f"{facts.dtype} safetensors, {facts.weight_files} file"
-                 + ("s" if facts.weight_files > 1 else "")))
+    if facts.gguf_file:
+        rows.append(("weights", f"`{facts.gguf_file}` ({facts.dtype}) for llama.cpp and Ollama"))
+    else:
+        rows.append(("weights", f"{facts.dtype} safetensors, {facts.weight_files} file"
+                     + ("s" if facts.weight_files > 1 else "")))
     if facts.lora:
         lora = facts.lora
         form = "this repository holds the adapter only" if facts.adapter else "merged into these weights"

@@ -4,6 +4,7 @@
     yunshan export runs/pangu-7b --out exports/yunshan-7b --max-shard-size 5GB --dtype bfloat16 --repo-id org/yunshan-7b
     yunshan export runs/sft-lora --out exports/adapter --adapter --base-model org/base-7b
     yunshan export runs/pangu-n1 --out exports/llama --as-llama      # a Llama-equivalent PanGu-π as LlamaForCausalLM
+    yunshan export runs/demo_tiny --out exports/demo-gguf --gguf --quant q8_0 --ollama   # one .gguf + Modelfile
 
 The export holds: the weights as safetensors (sharded with model.safetensors.index.json above --max-shard-size,
 copied tensor by tensor so memory stays at one shard: yunshan.hub.weights), config.json with `auto_map` and the
@@ -14,7 +15,10 @@ yunshan.hub.provenance reads beside the model). A LoRA run exports the merged we
 only the PEFT adapter (adapter_config.json naming the base on the Hub). With --as-llama a PanGu-π whose settings
 make it exactly a Llama (siaf_terms=1, aug_shortcuts=0, no neighbour convolution) is written as LlamaForCausalLM,
 for runtimes that know Llama but run no remote code (yunshan.models.pangu_pi.convert.LlamaExport); any other config
-is refused with the reason. Everything is written to a temporary folder beside --out, checked (tensor names, shapes
+is refused with the reason. With --gguf the folder holds one GGUF file for llama.cpp and Ollama instead of the
+safetensors (yunshan.hub.gguf: the tokenizer described so that llama.cpp tokenises as the HF tokenizer does,
+extended vocabularies included; --quant f16 by default), with --ollama an Ollama Modelfile (yunshan.hub.ollama), and
+the card. Everything is written to a temporary folder beside --out, checked (tensor names, shapes
 and dtypes against the source, the tokenizer encodes a probe as the source does, the card's front matter parses),
 then renamed into place: --out is untouched unless the export succeeds.
 
@@ -27,6 +31,7 @@ is written, so an export never deletes a run, its checkpoints or a user's files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -67,6 +72,15 @@ class ExportArgs(CardOptions):
     recipe: bool = field(default=True, metadata={"help": "include the resolved recipe.yaml"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace --out if it is a previous export (only after success; nothing else is ever removed)"})
+    gguf: bool = field(default=False, metadata={
+        "help": "write one GGUF file for llama.cpp / Ollama (merged weights; Llama, Mistral and Qwen2 layouts, a "
+                "Llama-equivalent PanGu-π with --as-llama) instead of safetensors"})
+    quant: str = field(default="f16", metadata={
+        "help": "GGUF tensor type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (gguf's quantisers), or q4_k_m, "
+                "q5_k_m, q6_k, ... (llama.cpp's quantiser: needs llama-cpp-python)"})
+    ollama: bool = field(default=False, metadata={
+        "help": "with --gguf: also write an Ollama Modelfile (the chat template as Ollama's TEMPLATE, the stop "
+                "tokens)"})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "allow the source's own tokenizer code (auto_map in tokenizer_config.json) to run for the export "
                 "check; without it such a source is refused (PanGu-π and OTCE need no remote code)"})
@@ -75,8 +89,10 @@ class ExportArgs(CardOptions):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
+    from yunshan.hub.gguf import QUANTS
+
     add_flags(parser, ExportArgs, positional={"source": "RUN_OR_MODEL"}, required=("out",),
-              names={"datasets": "--dataset", "tags": "--tag"}, choices={"dtype": DTYPE_CHOICES},
+              names={"datasets": "--dataset", "tags": "--tag"}, choices={"dtype": DTYPE_CHOICES, "quant": QUANTS},
               metavars={"language": "CODE", "datasets": "ORG/NAME", "tags": "TAG", "eval": "RESULTS"})
 
 
@@ -286,6 +302,7 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
                  language: list[str] | None = None, base_model: str | None = None, datasets: list[str] | None = None,
                  tags: list[str] | None = None, name: str | None = None, repo_id: str | None = None,
                  eval: list[str] | None = None, recipe: bool = True, overwrite: bool = False,
+                 gguf: bool = False, quant: str = "f16", ollama: bool = False,
                  trust_remote_code: bool = False) -> dict:
     """Export a run's final model (or a model folder) to `out`; see the module docstring. Returns a summary:
     out, files (path, bytes), bytes, parameters, dtype, weight_files, card (front matter), notes."""
@@ -302,6 +319,10 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
         raise ValueError("--dtype converts merged weights; an adapter is exported as trained (drop --dtype)")
     if adapter and as_llama:
         raise ValueError("--as-llama rewrites merged weights; an adapter is exported as trained (drop one of them)")
+    if gguf and (adapter or dtype is not None):
+        raise ValueError("--gguf writes the merged weights at --quant; drop " + ("--adapter" if adapter else "--dtype"))
+    if ollama and not gguf:
+        raise ValueError("--ollama writes a Modelfile for the GGUF file; add --gguf")
     out = Path(out)
     prov = collect_provenance(source, eval_files=eval, adapter=adapter)
     if options.name is None and prov.run_dir is None:
@@ -346,6 +367,24 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
                 base_vocab = json.loads((base_dir / "config.json").read_text(encoding="utf-8")).get("vocab_size")
             grown_vocab = (base_vocab != config.get("vocab_size")) if base_vocab else bool(
                 lora.get("trainable_token_indices") or lora.get("modules_to_save"))
+        elif gguf:
+            from yunshan.hub.gguf import check_gguf, gguf_file_name, load_tokenizer, stop_ids_of, write_gguf
+
+            gguf_path = tmp / gguf_file_name(options.name or out.name, quant)
+            tokenizer = load_tokenizer(model_dir)
+            stops = stop_ids_of(model_dir, tokenizer)
+            gguf_report = write_gguf(model_dir, gguf_path, quant, name=options.name or out.name, as_llama=as_llama,
+                                     stop_ids=stops, tokenizer=tokenizer)
+            check_gguf(gguf_path, model_dir, gguf_report, tokenizer)
+            if ollama:
+                from yunshan.hub.ollama import write_modelfile
+
+                prov.notes += write_modelfile(tokenizer, tmp, gguf_path.name, stops)
+            if as_llama:  # the card names what the file holds: a Llama
+                config = dict(config, architectures=["LlamaForCausalLM"], model_type="llama")
+            weights = {"parameters": gguf_report.parameters, "dtype": f"GGUF {quant}", "shards": 1}
+            code_origin = "none (GGUF for llama.cpp)"
+            remote_code, grown_vocab = False, False
         else:
             weights = write_weights(model_dir, tmp, shard_bytes, dtype, as_llama=config if as_llama else None)
             if as_llama:
@@ -359,14 +398,18 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
                 config, code_origin = write_config_and_code(model_dir, tmp, dtype)
             remote_code = bool(config.get("auto_map"))
             grown_vocab = False
-        write_generation_config(model_dir, tmp, config)
-        tokenizer_files = write_tokenizer(model_dir, tmp)
+        if gguf:  # the GGUF file holds the tokenizer, its chat template and the stop tokens
+            tokenizer_files = []
+            chat = gguf_report.chat_template
+        else:
+            write_generation_config(model_dir, tmp, config)
+            tokenizer_files = write_tokenizer(model_dir, tmp)
+            tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text(encoding="utf-8"))
+            chat = (tmp / "chat_template.jinja").is_file() or bool(tok_cfg.get("chat_template"))
         recipe_included = False
         if recipe and prov.recipe_path is not None:
             shutil.copyfile(prov.recipe_path, tmp / "recipe.yaml")
             recipe_included = True
-        tok_cfg = json.loads((tmp / "tokenizer_config.json").read_text(encoding="utf-8"))
-        chat = (tmp / "chat_template.jinja").is_file() or bool(tok_cfg.get("chat_template"))
         vocab_size = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
         facts = ExportFacts(
             adapter=adapter, remote_code=remote_code, architecture=(config.get("architectures") or ["?"])[0],
@@ -374,13 +417,15 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             weight_files=weights["shards"], vocab_size=vocab_size,
             context_length=config.get("max_position_embeddings"), chat_template=chat,
             recipe_included=recipe_included, lora=lora,
-            grown_vocab=grown_vocab, converted_from="PanguPiForCausalLM" if as_llama else None)
+            grown_vocab=grown_vocab, converted_from="PanguPiForCausalLM" if as_llama else None,
+            gguf_file=gguf_path.name if gguf else None, ollama=ollama)
         card, metadata = build_model_card(prov, options, facts)
         (tmp / "README.md").write_text(card, encoding="utf-8")
 
-        if not adapter:
+        if not adapter and not gguf:
             check_weights(tmp, weights["layout"], weights["out_dtype"])
-        check_tokenizer(model_dir, tmp, trust_remote_code)
+        if not gguf:
+            check_tokenizer(model_dir, tmp, trust_remote_code)
         mask = os.umask(0)
         os.umask(mask)
         listed = []
@@ -397,5 +442,6 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
     return {"out": str(out), "source_model": str(prov.model_dir), "files": listed,
             "bytes": sum(f["bytes"] for f in listed), "parameters": weights["parameters"], "dtype": weights["dtype"],
             "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,
-            "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes)}
+            "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes),
+            "gguf": dataclasses.asdict(gguf_report) if gguf else None}
 

@@ -13,10 +13,12 @@ One repair: GGUF names the base's pre-tokeniser (`tokenizer.ggml.pre`) and trans
 (Llama-3, Qwen2, GPT-4o, ...). For the others it falls back to GPT-2's regex, which changes how the tokenizer cuts
 text from how the model was trained. The names in `DIGIT_FIRST_PRE_TOKENIZERS` (llama.cpp's `\\p{N}` pass before
 GPT-2's regex: SmolLM, StarCoder, ...) are restored here as a `Digits(individual_digits=True)` step before the
-ByteLevel one, as the original tokenizer.json has it; an unknown name is recorded in the import report.
+ByteLevel one, as the original tokenizer.json has it; an unknown name is recorded in the import report. And a
+token transformers adds beyond the model's embedding rows (an `<|endoftext|>` unknown token for a byte-level
+vocabulary that names none) is removed, so the folder's tokenizer has the file's tokens and no more.
 
 Written by hand only for what transformers does not do: dropping the GGUF quantizer so the model can be saved, the
-pre-tokeniser repair, the atomic write and the report.
+pre-tokeniser and added-token repairs, the atomic write and the report.
 """
 
 from __future__ import annotations
@@ -88,6 +90,18 @@ def _repair_pre_tokenizer(tokenizer_json: dict, pre: str | None) -> str | None:
             "digit first for this name; transformers' GGUF loader had used GPT-2's regex alone)")
 
 
+def _drop_tokens_beyond(tokenizer_json: dict, rows: int) -> str | None:
+    """Remove added tokens whose id has no embedding row. transformers' GGUF loader adds an `<|endoftext|>` unknown
+    token to a byte-level vocabulary that names none; the model has no row for it, so encoding it would fail."""
+    added = tokenizer_json.get("added_tokens") or []
+    dropped = [t["content"] for t in added if t["id"] >= rows]
+    if not dropped:
+        return None
+    tokenizer_json["added_tokens"] = [t for t in added if t["id"] < rows]
+    return (f"removed added token(s) {dropped} that transformers' GGUF loader put beyond the model's {rows} "
+            "embedding rows (the GGUF file does not have them)")
+
+
 def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False, log=print) -> dict:
     """Write the GGUF model at `gguf_file` as a Hugging Face folder at `out`; returns the import report."""
     import torch
@@ -137,10 +151,12 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
         tj_path = tmp / "tokenizer.json"
         if tj_path.is_file():
             data = json.loads(tj_path.read_text(encoding="utf-8"))
-            repaired = _repair_pre_tokenizer(data, meta.get("tokenizer.ggml.pre"))
-            if repaired:
+            repaired = [_repair_pre_tokenizer(data, meta.get("tokenizer.ggml.pre")),
+                        _drop_tokens_beyond(data, model.get_input_embeddings().weight.shape[0])]
+            if any(repaired):
                 tj_path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-                repairs.append(repaired)
+                repairs += [r for r in repaired if r]
+                tokenizer = AutoTokenizer.from_pretrained(tmp)  # as written, for the report
         pre = meta.get("tokenizer.ggml.pre")
         known = set(DIGIT_FIRST_PRE_TOKENIZERS) | set(GPT2_PRE_TOKENIZERS) | _transformers_pre_tokenizers()
         notes = []
