@@ -375,7 +375,9 @@ def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> l
     if facts.lora:
         lora = facts.lora
         form = "this repository holds the adapter only" if facts.adapter else "merged into these weights"
-        rows.append(("LoRA", f"r={lora.get('r')}, alpha={lora.get('lora_alpha')}; {form}"))
+        variants = [name for key, name in (("use_dora", "DoRA"), ("use_rslora", "rsLoRA")) if lora.get(key)]
+        rows.append(("LoRA", f"r={lora.get('r')}, alpha={lora.get('lora_alpha')}"
+                     + "".join(f", {v}" for v in variants) + f"; {form}"))
     rows.append(("chat template", "yes, the one used in SFT" if facts.chat_template else "no (plain text model)"))
     base = base_id or (prov.base_model and Path(prov.base_model).name) or "–"
     rows.append(("base model", f"`{base}`" + (" (stand-in, see above)" if prov.stand_in_base else "")))

@@ -124,25 +124,83 @@ class TrainArgs:
 DEFAULT_MAX_STEPS = 1000
 
 
+# lora.init_lora_weights: PEFT's initialisations that need no data or quantisation config (eva, corda and loftq do).
+LORA_INITS = ("default", "gaussian", "pissa", "pissa_niter_N", "olora", "orthogonal")
+# The initialisations that move part of each weight into the adapter (PiSSA, OLoRA): the base in memory is then the
+# residual, so the adapter is saved converted to a plain LoRA adapter of the unchanged base (models.save_adapter).
+MUTATING_INITS = ("pissa", "olora")
+
+
 @dataclass
 class LoraArgs:
-    """LoRA adapters (PEFT) instead of full fine-tuning, with the new vocabulary rows trainable."""
+    """LoRA adapters (PEFT) instead of full fine-tuning, with the new vocabulary rows trainable, and LoRA's variants
+    as PEFT implements them: DoRA, rsLoRA, PiSSA / OLoRA initialisation, LoRA+."""
 
     enabled: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
     r: int = field(default=16, metadata={"help": "LoRA rank"})
-    alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
+    alpha: int = field(default=32, metadata={"help": "LoRA alpha: the adapter is scaled by alpha / r (rsLoRA: "
+                                                     "alpha / sqrt(r))"})
     dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
-    target_modules: list[str] | None = field(
-        default=None, metadata={"help": "module names to adapt (default: every linear layer but lm_head)"})
+    target_modules: list[str] | str | None = field(
+        default=None, metadata={"help": "module names to adapt (a list, each the module's name or its last dotted "
+                                        "parts), or all-linear: every linear layer but the output head (PEFT's rule; "
+                                        "the default)"})
+    use_dora: bool = field(default=False, metadata={
+        "help": "DoRA (Liu et al. 2024, arXiv:2402.09353): each adapted weight is split into a magnitude vector, "
+                "trained, and a direction that LoRA adapts; each step recomputes the weight's norm (slower), and it "
+                "merges into plain weights like LoRA"})
+    use_rslora: bool = field(default=False, metadata={
+        "help": "rank-stabilised LoRA (Kalajdzievski 2023, arXiv:2312.03732): scale the adapter by alpha / sqrt(r) "
+                "instead of alpha / r, so that large ranks keep learning"})
+    init_lora_weights: str = field(default="default", metadata={
+        "help": "how the adapter starts: default (A random, B zero: a no-op at step 0), gaussian, orthogonal, pissa "
+                "(PiSSA, Meng et al. 2024, arXiv:2404.02948: the adapter takes each weight's r principal singular "
+                "directions and the frozen base keeps the rest), pissa_niter_N (the same from N iterations of "
+                "randomised SVD: much faster on large weights), olora (OLoRA, arXiv:2406.01775: an orthonormal QR basis "
+                "of each weight). pissa and olora change the base weights in memory; the adapter is saved converted to "
+                "a plain LoRA adapter of rank 2r for the unchanged base, and the merged model is exact either way"})
+    loraplus_lr_ratio: float | None = field(default=None, metadata={
+        "help": "LoRA+ (Hayou et al. 2024, arXiv:2402.12354): the B matrices (and other 1-D trainable parameters, "
+                "DoRA's magnitudes among them, as PEFT groups them) learn at this many times training.learning_rate, "
+                "the A matrices and the new vocabulary rows at training.learning_rate (PEFT's "
+                "create_loraplus_optimizer; the paper uses 16); unset: one learning rate for all"})
     new_token_training: str = field(
         default="auto", metadata={"help": "for an extended vocabulary: auto, rows (whole embed_tokens/lm_head), "
                                           "indices (only the new rows), none"})
     indices_threshold: int = field(default=512, metadata={"help": "auto: up to this many new tokens -> indices"})
 
     def __post_init__(self):
+        import re
+
         if self.new_token_training not in ("auto", "rows", "indices", "none"):
             raise ValueError(f"lora.new_token_training must be auto, rows, indices or none, got "
                              f"{self.new_token_training!r}")
+        if isinstance(self.target_modules, list) and "all-linear" in self.target_modules:
+            if len(self.target_modules) > 1:
+                raise ValueError(f"lora.target_modules {self.target_modules}: all-linear already takes every linear "
+                                 "layer; give it alone or list module names")
+            self.target_modules = "all-linear"
+        if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
+            raise ValueError(f"lora.target_modules {self.target_modules!r}: give a list of module names "
+                             f"([{self.target_modules}]) or all-linear")
+        if self.r < 1:
+            raise ValueError(f"lora.r must be at least 1, got {self.r}")
+        init = self.init_lora_weights
+        if init not in LORA_INITS and not re.fullmatch(r"pissa_niter_\d+", str(init)):
+            raise ValueError(f"lora.init_lora_weights {init!r} is not one of {', '.join(LORA_INITS)} "
+                             "(N a whole number of SVD iterations)")
+        if self.loraplus_lr_ratio is not None and not self.loraplus_lr_ratio >= 1:
+            raise ValueError(f"lora.loraplus_lr_ratio must be at least 1 (B learns this many times faster than A; "
+                             f"the paper uses 16), got {self.loraplus_lr_ratio!r}")
+
+    @property
+    def mutates_base(self) -> bool:
+        """Whether the initialisation moves part of each base weight into the adapter (PiSSA, OLoRA)."""
+        return str(self.init_lora_weights).startswith(MUTATING_INITS)
+
+    def peft_init(self):
+        """init_lora_weights as LoraConfig takes it (True for the default initialisation)."""
+        return True if self.init_lora_weights == "default" else self.init_lora_weights
 
 
 # ---------------------------------------------------------------- transformers' TrainingArguments

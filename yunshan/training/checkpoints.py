@@ -98,10 +98,13 @@ class YunshanTrainer(Trainer):
     `log_extras` (step -> {name: number}) adds yunshan's own metrics to every training log. With `warmup` (a
     yunshan.training.embedding_warmup.WarmupController) the new vocabulary rows get a param group
     of their own and every group its own learning-rate lambda, so one run holds the embedding warm-up and the
-    continual pretraining after it; the controller's state is saved in every checkpoint."""
+    continual pretraining after it; the controller's state is saved in every checkpoint. With
+    `loraplus_lr_ratio` (lora.loraplus_lr_ratio) the optimizer is PEFT's LoRA+ one: its B matrices learn that many
+    times faster than the rest."""
 
     def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
-                 run_record=None, **kwargs):
+                 run_record=None, loraplus_lr_ratio: float | None = None, **kwargs):
+        self.loraplus_lr_ratio = loraplus_lr_ratio
         super().__init__(*args, **kwargs)
         self.run_record = run_record  # written into every checkpoint (RUN_FILE; yunshan.training.resume.run_record)
         self.data_stream = data_stream
@@ -119,6 +122,16 @@ class YunshanTrainer(Trainer):
 
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None
+        if fresh and self.loraplus_lr_ratio:
+            # PEFT's LoRA+ param groups (A at the learning rate, B and 1-D parameters at ratio x, weight decay as the
+            # recipe's) with the optimizer class and settings transformers would use; the warm-up splits them below.
+            from peft.optimizers import create_loraplus_optimizer
+
+            target = self.model if model is None else model
+            optimizer_cls, kwargs = self.get_optimizer_cls_and_kwargs(self.args, target)
+            self.optimizer = create_loraplus_optimizer(target, optimizer_cls, loraplus_lr_ratio=self.loraplus_lr_ratio,
+                                                       loraplus_weight_decay=self.args.weight_decay, **kwargs)
+            self.optimizer.param_groups[:] = [g for g in self.optimizer.param_groups if g["params"]]
         optimizer = super().create_optimizer(model)
         if fresh and self.warmup is not None:
             self.warmup.split_optimizer(optimizer, self.model if model is None else model)

@@ -208,8 +208,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_budget, warmup_running)
     from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
-        apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
-        planned_new_ids, resolve_sources, trainable_summary)
+        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer,
+        new_token_mode, planned_new_ids, resolve_sources, save_initial_adapter, trainable_summary)
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, settle, start_fresh
 
@@ -317,9 +317,14 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         if plan.action == "fresh":
             start_fresh(ckpt_dir, out)
+            if recipe.lora.enabled:
+                save_initial_adapter(model, recipe.lora, ckpt_dir)
         else:
             remove_incomplete_after(ckpt_dir, plan.step)
             (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
+            note = check_initial_adapter(model, recipe.lora, ckpt_dir) if recipe.lora.enabled else None
+            if note:
+                print(note, flush=True)
     if resume_from is not None:
         stream.load_state(resume_from)
         if rank_zero:
@@ -387,6 +392,7 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
         callbacks=callbacks, data_stream=stream, sequences_per_step=sequences_per_step, warmup=controller,
         log_extras=token_shares,
         run_record=run_record(recipe, "cpt", run.total_steps, sequences_per_step, run.plan.resumes),
+        loraplus_lr_ratio=recipe.lora.loraplus_lr_ratio if recipe.lora.enabled else None,
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, run.model)
@@ -400,6 +406,7 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     """The final model (LoRA merged, the adapter beside it), tokenizer, data report (written last: it vouches for
     the outputs) and curves, on the main process; every process takes part in gathering a sharded model."""
     from yunshan.training.engines import final_model
+    from yunshan.training.models import save_adapter
     from yunshan.training.monitoring import plot_curves
 
     recipe, out, trainer = run.recipe, run.out, trained.trainer
@@ -408,7 +415,7 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     final = final_model(trainer)  # every process takes part in gathering a sharded model
     if run.rank_zero:
         if recipe.lora.enabled:
-            final.save_pretrained(out / "adapter")
+            save_adapter(final, recipe.lora, out / "adapter", run.ckpt_dir)
             final = final.merge_and_unload()
         final.config.use_cache = True
         final.save_pretrained(out)

