@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/lora_variants.py             # 6 CPT runs, each a fresh process
     .venv/bin/python benchmarks/lora_variants.py --quick     # 2 steps each: checks the script
     .venv/bin/python benchmarks/lora_variants.py --only lora dora   # some of them
+    .venv/bin/python benchmarks/lora_variants.py --set cpt.training.max_steps=12 cpt.warmup.steps=4  # a smaller budget
 
 The cpt stage of recipes/smollm2-135m_pipeline_lora.yaml (5,000 new tokens asked, 3,840 under its 61,440-token
 budget; the output-row fit; 30 steps of 4 x 512 tokens, up to 10 of them the embedding warm-up; new rows trained in
@@ -101,11 +102,13 @@ def main() -> int:
     parser.add_argument("--model", default=str(ROOT / "models/smollm2-135m"), help="the imported SmolLM2 folder")
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="run only these variants")
     parser.add_argument("--quick", action="store_true", help="2 steps each: checks the script")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="recipe overrides for every variant (a smaller budget on a busy machine)")
     args = parser.parse_args()
     root = Path(args.out)
     linear = all_linear_modules(args.model)
     print(f"all-linear on this model adapts {linear['all-linear']} (the recipe lists {linear['recipe']})", flush=True)
-    quick = QUICK if args.quick else []
+    quick = (QUICK if args.quick else []) + args.set
     rows, first = {}, None
     for name in args.only or DEFAULT:
         out = root / name
@@ -132,7 +135,7 @@ def main() -> int:
               f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} |")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / ("lora_variants_quick.json" if args.quick else "lora_variants.json")
-    path.write_text(json.dumps({"all_linear": linear, "variants": rows}, indent=1) + "\n")
+    path.write_text(json.dumps({"all_linear": linear, "overrides": args.set, "variants": rows}, indent=1) + "\n")
     print(f"\nwrote {path}")
     return 0
 

@@ -5,6 +5,7 @@
     yunshan model info path/to/model
     yunshan model upcycle path/to/llama out/pangu-pi --siaf-terms 2 --aug-shortcuts 1
     yunshan model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf models/smollm2-135m
+    yunshan model merge runs/x/cpt models/smollm2-135m out/merged --method linear --weight 0.5
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class ImportGgufArgs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
+    from .merge import METHODS, MergeArgs
+
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     add_flags(sub.add_parser("info", help="parameter counts by part of a preset or a model folder"), InfoArgs,
               positional={"preset_or_path": "PRESET_OR_PATH"})
@@ -62,6 +65,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(sub.add_parser("import-gguf", help="a GGUF file -> a plain HF model folder (float32 safetensors, "
                                                  "tokenizer)"), ImportGgufArgs,
               positional={"gguf_file": "GGUF_FILE", "out": "OUT"})
+    merge = sub.add_parser("merge", help="merge an instruct model back into a continually pretrained one (linear, "
+                                         "chat vector, TIES, DARE), across an extended vocabulary",
+                           description=_merge_doc(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flags(merge, MergeArgs, positional={"model": "MODEL", "instruct": "INSTRUCT", "out": "OUT"},
+              choices={"method": METHODS})
+
+
+def _merge_doc() -> str:
+    from . import merge
+
+    return merge.__doc__
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"model": str(a.preset_or_path), "model_type": config.model_type, **parts}, indent=2))
         else:
             print(format_parameter_table(f"{a.preset_or_path} ({config.model_type})", parts))
+        return 0
+    if args.model_command == "merge":
+        from .merge import MergeArgs, merge_models
+
+        merge_models(from_flags(MergeArgs, args))
         return 0
     if args.model_command == "import-gguf":
         from .gguf import import_gguf

@@ -1,0 +1,296 @@
+"""`yunshan model merge`: merge back what continual pretraining cost, across an extended vocabulary.
+
+    yunshan model merge runs/x/cpt models/smollm2-135m out/merged --method linear --weight 0.5
+    yunshan model merge CPT INSTRUCT OUT --method chat-vector --base BASE --weight 1.0
+    yunshan model merge CPT INSTRUCT OUT --method ties --weight 0.5 --density 0.5
+
+Continual pretraining of an instruct checkpoint erodes its chat behaviour; the usual repair is a merge with the
+instruct model. MODEL is the continually pretrained model (its tokenizer and vocabulary are the output's), INSTRUCT
+the model merged back, `--weight` w how much of it comes back:
+
+- `linear`: OUT = (1 - w) MODEL + w INSTRUCT.
+- `chat-vector` (Huang et al. 2023, "Chat Vector"): OUT = MODEL + w (INSTRUCT - BASE), BASE the model INSTRUCT was
+  tuned from (`--base`, required). When MODEL was trained from INSTRUCT itself, `--base MODEL` gives the linear merge.
+- `ties` (Yadav et al. 2023), `dare-ties`, `dare-linear` (Yu et al. 2023): with `--base`, the task vectors
+  MODEL - BASE (weight 1 - w) and INSTRUCT - BASE (weight w), each sparsified to `--density` of its entries (TIES:
+  the largest magnitudes; DARE: a random draw, the kept entries rescaled to the vector's L1 norm), TIES with the sign
+  election, added to BASE (TIES: the weighted mean over the vectors that agree in sign). Without `--base` the
+  instruct model is the base: OUT = INSTRUCT + (1 - w) sparsify(MODEL - INSTRUCT), the linear merge with the
+  continual pretraining's change sparsified.
+
+The vocabulary rule: tokens are matched by their string, and OUT has MODEL's tokenizer. A row of a token that only
+MODEL has (the vocabulary extension's new rows, input embeddings and output head alike) is taken from MODEL unchanged;
+a shared token's rows are merged like every other weight; a token only INSTRUCT (or BASE) has is left out (counted in
+the report). A tied model stays tied: the output head is the embedding matrix, written once. `yunshan_merge.json`
+beside the weights records the method, the formula, the inputs and the token counts.
+
+Built on mergekit (Arcee AI, LGPL-3.0, PyPI `mergekit`): its pins (torch >= 2.0, transformers >= 5.0 < 6, peft >=
+0.18, accelerate, safetensors) hold with yunshan's, and its tokenizer handling does the vocabulary rule above (a
+token present in one model takes that model's row; `tokenizer.source` = MODEL keeps MODEL's merges, so the new
+tokens stay BPE tokens, not added tokens). yunshan adds the one-line checks before anything is read (folders,
+architectures, shapes, tied or not, the methods' arguments), MODEL's own config and generation config in the
+output, the chat template, the report, and the atomic write (the folder appears only when the merge succeeded).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPORT = "yunshan_merge.json"
+METHODS = ("linear", "chat-vector", "ties", "dare-ties", "dare-linear")
+# yunshan's method -> mergekit's merge_method
+_MERGEKIT = {"linear": "linear", "chat-vector": "task_arithmetic", "ties": "ties", "dare-ties": "dare_ties",
+             "dare-linear": "dare_linear"}
+# Config fields that fix the shapes of the weights: two models that differ in one cannot be merged.
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim")
+FORMULAS = {
+    "linear": "OUT = (1 - w) MODEL + w INSTRUCT",
+    "chat-vector": "OUT = MODEL + w (INSTRUCT - BASE)",
+    "ties": "OUT = BASE + TIES(density; (1 - w)(MODEL - BASE), w (INSTRUCT - BASE))",
+    "dare-ties": "OUT = BASE + DARE-TIES(density; (1 - w)(MODEL - BASE), w (INSTRUCT - BASE))",
+    "dare-linear": "OUT = BASE + DARE(density; (1 - w)(MODEL - BASE)) + DARE(density; w (INSTRUCT - BASE))",
+}
+FORMULAS_NO_BASE = {
+    "ties": "OUT = INSTRUCT + (1 - w) TIES-trim(density; MODEL - INSTRUCT)",
+    "dare-ties": "OUT = INSTRUCT + (1 - w) DARE(density; MODEL - INSTRUCT)",
+    "dare-linear": "OUT = INSTRUCT + (1 - w) DARE(density; MODEL - INSTRUCT)",
+}
+
+
+@dataclass
+class MergeArgs:
+    """Arguments of `yunshan model merge` (yunshan.models.merge.merge_models)."""
+
+    model: str = field(metadata={
+        "help": "the continually pretrained model folder (its tokenizer, vocabulary and config are the output's)"})
+    instruct: str = field(metadata={"help": "the model folder merged back (the instruct / chat model)"})
+    out: str = field(metadata={"help": "output folder (written only when the whole merge succeeded)"})
+    method: str = field(default="linear", metadata={"help": f"one of {', '.join(METHODS)}"})
+    weight: float = field(default=0.5, metadata={
+        "help": "w: how much of INSTRUCT comes back (linear, ties, dare: 0..1; chat-vector: the chat vector's "
+                "scale, 1.0 as in the paper)"})
+    base: str | None = field(default=None, metadata={
+        "help": "the model INSTRUCT was tuned from (required by chat-vector; ties/dare without it use INSTRUCT as "
+                "the base)"})
+    density: float = field(default=0.5, metadata={
+        "help": "ties/dare: the share of each task vector's entries kept (0 < density <= 1)"})
+    seed: int = field(default=0, metadata={"help": "seed of DARE's random drop"})
+    dtype: str = field(default="float32", metadata={"help": "dtype of the merge and of the written weights"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace OUT if an earlier merge wrote it (its yunshan_merge.json lists its files)"})
+
+
+def _weights_present(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
+
+
+def _check_inputs(args: MergeArgs) -> dict[str, tuple[Path, dict]]:
+    """Each input folder and its config.json; every problem one line naming the flag."""
+    from yunshan.folders import check_model_folder
+
+    if args.method not in METHODS:
+        raise ValueError(f"--method {args.method!r} is not a merge method; valid: {', '.join(METHODS)}")
+    if args.method == "chat-vector" and not args.base:
+        raise ValueError("--method chat-vector needs --base: the model INSTRUCT was tuned from (the chat vector is "
+                         "INSTRUCT - BASE)")
+    if args.method == "chat-vector":
+        if not -4.0 <= args.weight <= 4.0:
+            raise ValueError(f"--weight {args.weight} is outside -4..4 for chat-vector (1.0 adds the whole vector)")
+    elif not 0.0 <= args.weight <= 1.0:
+        raise ValueError(f"--weight {args.weight} must be within 0..1 for {args.method} (the share of INSTRUCT)")
+    if args.method in ("ties", "dare-ties", "dare-linear") and not 0.0 < args.density <= 1.0:
+        raise ValueError(f"--density {args.density} must be within (0, 1] (the share of each task vector kept)")
+    found = {}
+    for flag, path in (("MODEL", args.model), ("INSTRUCT", args.instruct), ("--base", args.base)):
+        if path is None:
+            continue
+        folder = check_model_folder(path, flag)
+        config_file = folder / "config.json"
+        if not config_file.is_file():
+            raise FileNotFoundError(f"{flag}: {folder} has no config.json; give a model folder written by "
+                                    "save_pretrained")
+        if not _weights_present(folder):
+            raise FileNotFoundError(f"{flag}: {folder} has no weights (*.safetensors or pytorch_model*.bin)")
+        found[flag] = (folder, _load_config(config_file, flag))
+    _check_same_architecture(found)
+    return found
+
+
+def _load_config(config_file: Path, flag: str):
+    """The folder's config as transformers reads it (class defaults filled in: tie_word_embeddings above all)."""
+    from transformers import AutoConfig
+
+    try:
+        json.loads(config_file.read_text(encoding="utf-8"))
+        return AutoConfig.from_pretrained(config_file.parent)
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"{flag}: {config_file}: not a config transformers reads ({' '.join(str(err).split())})"
+                         ) from None
+
+
+def _check_same_architecture(found: dict) -> None:
+    """The models must have the same architecture and weight shapes (the vocabulary aside) and agree on tying."""
+    (ref_flag, (ref_folder, ref)), *others = found.items()
+    ref_arch = (ref.architectures or [None])[0]
+    for flag, (folder, config) in others:
+        arch = (config.architectures or [None])[0]
+        if arch != ref_arch or config.model_type != ref.model_type:
+            raise ValueError(f"mismatched architectures: {ref_flag} {ref_folder} is {ref_arch} ({ref.model_type}), "
+                             f"{flag} {folder} is {arch} ({config.model_type}); only models of one architecture "
+                             "merge")
+        a, b = ref.get_text_config(), config.get_text_config()
+        for key in SHAPE_FIELDS:
+            if getattr(a, key, None) != getattr(b, key, None):
+                raise ValueError(f"mismatched architectures: {key} is {getattr(a, key, None)} in {ref_flag} "
+                                 f"{ref_folder} and {getattr(b, key, None)} in {flag} {folder}; only models of the "
+                                 "same shapes merge")
+        if bool(ref.tie_word_embeddings) != bool(config.tie_word_embeddings):
+            raise ValueError(f"mismatched architectures: tie_word_embeddings is {ref.tie_word_embeddings} in "
+                             f"{ref_flag} {ref_folder} and {config.tie_word_embeddings} in {flag} {folder}; a tied "
+                             "and an untied model do not merge")
+
+
+def _vocab(folder: Path, flag: str) -> dict[str, int]:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder).get_vocab()
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{flag}: {folder}: its tokenizer does not load ({' '.join(str(err).split())})") from None
+
+
+def build_merge_config(args: MergeArgs, folders: dict[str, Path]) -> dict:
+    """The mergekit configuration (a dict for mergekit.config.MergeConfiguration) of `args`."""
+    model, instruct, base = str(folders["MODEL"]), str(folders["INSTRUCT"]), folders.get("--base")
+    w = args.weight
+    config = {"merge_method": _MERGEKIT[args.method], "dtype": args.dtype, "tokenizer": {"source": model}}
+    if args.method == "linear":
+        config["models"] = [{"model": model, "parameters": {"weight": 1.0 - w}},
+                            {"model": instruct, "parameters": {"weight": w}}]
+        config["parameters"] = {"normalize": False}
+    elif args.method == "chat-vector":
+        config["base_model"] = str(base)
+        config["models"] = [{"model": model, "parameters": {"weight": 1.0}},
+                            {"model": instruct, "parameters": {"weight": w}}]
+        config["parameters"] = {"normalize": False}
+    elif base is not None:
+        config["base_model"] = str(base)
+        config["models"] = [{"model": model, "parameters": {"weight": 1.0 - w, "density": args.density}},
+                            {"model": instruct, "parameters": {"weight": w, "density": args.density}}]
+        config["parameters"] = {"normalize": args.method == "ties"}
+    else:
+        config["base_model"] = instruct
+        config["models"] = [{"model": model, "parameters": {"weight": 1.0 - w, "density": args.density}}]
+        config["parameters"] = {"normalize": False}
+    return config
+
+
+def merge_models(args: MergeArgs, log=print) -> dict:
+    """Merge `args.instruct` back into `args.model` into `args.out` (see the module docstring); returns the report."""
+    import hashlib
+
+    from yunshan.folders import check_output_folder, check_replaceable, staged_folder
+
+    found = _check_inputs(args)
+    folders = {flag: folder for flag, (folder, _) in found.items()}
+    out = check_output_folder(args.out, "OUT")
+    for flag, folder in folders.items():
+        if folder.resolve() == out.resolve():
+            raise ValueError(f"OUT {out} is the {flag} folder; write the merge to another folder")
+    if out.exists() and any(out.iterdir()):
+        if not args.overwrite:
+            raise ValueError(f"OUT {out} exists and is not empty; choose another folder, or --overwrite to replace "
+                             "an earlier merge")
+        check_replaceable(out, REPORT, "yunshan model merge", "OUT")
+    vocabs = {flag: _vocab(folder, flag) for flag, folder in folders.items()}
+    model_vocab = vocabs["MODEL"]
+    others = [v for flag, v in vocabs.items() if flag != "MODEL"]
+    shared = sum(1 for t in model_vocab if all(t in v for v in others))
+    if shared < 0.5 * min(len(v) for v in vocabs.values()):
+        raise ValueError(f"the tokenizers share {shared:,} of MODEL's {len(model_vocab):,} tokens: the models are "
+                         "not of one family (a merge needs the same vocabulary, extended on one side at most)")
+    tokens = {"output": len(model_vocab), "shared": shared, "only_in_model": len(model_vocab) - shared,
+              "left_out": {flag: sum(1 for t in v if t not in model_vocab) for flag, v in vocabs.items()
+                           if flag != "MODEL"}}
+    mk_config = build_merge_config(args, folders)
+    with staged_folder(out) as tmp:
+        _run_mergekit(mk_config, tmp, args.seed)
+        model_folder = folders["MODEL"]
+        written = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
+        # MODEL's own config.json (its special token ids, rope, yunshan's fields), with the merge's vocabulary size.
+        config = json.loads((model_folder / "config.json").read_text(encoding="utf-8"))
+        config["vocab_size"] = written.get("vocab_size", config.get("vocab_size"))
+        config["dtype"] = args.dtype
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tied = bool(found["MODEL"][1].tie_word_embeddings)
+        # The generation config, the chat template and a remote-code architecture's own files (PanGu-π, OTCE).
+        for path in [*(model_folder / n for n in ("generation_config.json", "chat_template.jinja",
+                                                  "chat_template.json")), *model_folder.glob("*.py")]:
+            if path.is_file() and not (tmp / path.name).is_file():
+                shutil.copy2(path, tmp / path.name)
+        for name in ("README.md",):  # mergekit's card names paths of this machine; `yunshan export` writes the card
+            (tmp / name).unlink(missing_ok=True)
+        _check_output(tmp, tied, len(model_vocab))
+        report = {
+            "method": args.method, "formula": (FORMULAS_NO_BASE.get(args.method) if args.base is None else None)
+            or FORMULAS[args.method], "weight": args.weight,
+            "density": args.density if args.method in ("ties", "dare-ties", "dare-linear") else None,
+            "seed": args.seed if args.method.startswith("dare") else None, "dtype": args.dtype,
+            "inputs": {flag: str(folder.resolve()) for flag, folder in folders.items()},
+            "tokens": tokens,
+            "vocabulary_rule": "rows of tokens only MODEL has are MODEL's; shared tokens' rows are merged; tokens "
+                               "MODEL lacks are left out",
+            "tied": tied,
+            "mergekit": _mergekit_version(), "mergekit_config": mk_config,
+        }
+        weights = sorted(p for p in tmp.glob("*.safetensors"))
+        report["sha256"] = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in weights}
+        report["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), REPORT])
+        (tmp / REPORT).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    log(f"wrote {out}: {args.method} ({report['formula']}, w={args.weight}); vocabulary {tokens['output']:,} tokens, "
+        f"{tokens['only_in_model']:,} only in MODEL (taken from it), {tokens['shared']:,} merged"
+        + "".join(f", {n:,} of {flag} left out" for flag, n in tokens["left_out"].items() if n))
+    return report
+
+
+def _mergekit_version() -> str:
+    from importlib.metadata import version
+
+    return version("mergekit")
+
+
+def _run_mergekit(config: dict, out: Path, seed: int) -> None:
+    import logging
+
+    from mergekit.config import MergeConfiguration
+    from mergekit.merge import run_merge
+    from mergekit.options import MergeOptions
+
+    # mergekit logs its architecture inference and every tensor plan as warnings on the root logger; the command
+    # prints its own one-line summary and yunshan_merge.json records the rest.
+    logging.disable(logging.WARNING)
+    try:
+        run_merge(MergeConfiguration.model_validate(config), str(out),
+                  MergeOptions(quiet=True, lazy_unpickle=False, copy_tokenizer=True, random_seed=seed,
+                               trust_remote_code=False, safe_serialization=True))
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _check_output(folder: Path, tied: bool, vocab_size: int) -> None:
+    """The merge wrote one row per token of MODEL's vocabulary, and a tied model's head is not written apart."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for path in folder.glob("*.safetensors"):
+        with safe_open(str(path), "pt") as f:
+            shapes.update({k: f.get_slice(k).get_shape() for k in f.keys()})
+    embed = next((shape for key, shape in shapes.items() if key.endswith("embed_tokens.weight")), None)
+    if embed is not None and embed[0] < vocab_size:
+        raise RuntimeError(f"the merged embedding has {embed[0]} rows for {vocab_size} tokens")
+    if tied and any(k.endswith("lm_head.weight") for k in shapes):
+        raise RuntimeError("the merge wrote lm_head.weight for a tied model")
