@@ -49,7 +49,8 @@ seconds = time.perf_counter() - t
 report = json.load(open(sys.argv[3] + "/decontamination.json"))
 usage = resource.getrusage(resource.RUSAGE_SELF)
 peak = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")][0]
-print(json.dumps({"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_mb": peak / 1024,
+import yunshan
+print(json.dumps({"code": yunshan.__file__, "seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_mb": peak / 1024,
                   "characters": report["characters"], "records": report["records"],
                   "contaminated": report["contaminated"], "hits": report["hits"]}))
 """
@@ -74,8 +75,9 @@ def measure(corpus: Path, out: Path, code: Path | None) -> dict:
     if code is not None:
         env["PYTHONPATH"] = str(code)
     lawbench = REALDATA / "lawbench" / "data" / "zero_shot"
+    # cwd outside the checkout: `python -c` puts the current folder first on sys.path, before PYTHONPATH.
     result = subprocess.run([sys.executable, "-c", RUN, str(corpus), str(lawbench), str(out)], capture_output=True,
-                            text=True, env=env)
+                            text=True, env=env, cwd=out.parent)
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-3000:])
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -106,6 +108,7 @@ def main() -> None:
             for r in range(args.rounds):
                 for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
                     m = measure(corpus, tmp / f"out_{side}", old if side == "old" else None)
+                    assert m["code"].startswith(str(old)) == (side == "old"), m["code"]
                     runs.setdefault((name, side), []).append(m)
                     print(f"{name:<11} {side}: {m['seconds']:.1f} s wall, {m['cpu_seconds']:.1f} s CPU, "
                           f"{m['peak_mb']:.0f} MB", flush=True)

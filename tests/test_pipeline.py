@@ -82,7 +82,7 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                  "max_length": 64, "max_new_tokens": 8,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
         # The training sources against the eval section's sets; the overlapping records are left out of training.
-        "decontamination": {"drop": True, "show": 2, "boilerplate_train": 0},
+        "decontamination": {"drop": True, "show": 2},
         "cpt": {"data": {"seq_len": 64, "sources": [
                     {"name": "finance", "path": finance, "weight": 0.5},
                     {"name": "general", "path": f"{s}/corpora/general/train.jsonl", "weight": 0.5}]},

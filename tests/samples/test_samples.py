@@ -1,5 +1,6 @@
 """Tests of yunshan.samples: determinism, the shipped tree, file formats, and the properties the rest of the
-toolkit relies on (facts learnable from the corpus, held-out independence, domain vocabulary, length mix).
+toolkit relies on (evaluation items and held-out texts that share no template or fact with training, domain
+vocabulary, length mix).
 
     .venv/bin/python -m pytest tests/samples -q
 """
@@ -18,7 +19,8 @@ import pytest
 from yunshan.samples import DOMAINS, build_samples, generate_corpus, main, sample_data_dir, write_samples
 from yunshan.samples.benchmarks import (CEVAL_HEADER, FINANCEIQ_SUBJECTS, FINEVAL_SIZES, FINEVAL_SUBJECTS,
                                         LAWBENCH_TASKS, build_eval)
-from yunshan.samples.facts import ALL_FACTS, CODES, FINANCE_FACTS, KINDS, LEGAL_FACTS, articles, facts_of_kind
+from yunshan.samples.facts import (ALL_FACTS, CODES, EVAL_FACTS, FINANCE_FACTS, KINDS, LEGAL_FACTS, articles,
+                                   facts_of_kind)
 from yunshan.samples.legal import ADJUSTMENTS, adjusted_term, base_term, guideline_articles
 
 LAWBENCH_EVENTS = ("支付/给付", "欺骗", "搜查/扣押", "要求/请求", "卖出", "买入", "获利", "拘捕", "鉴定", "同意/接受", "供述",
@@ -262,11 +264,15 @@ def test_fact_tables_are_consistent():
     assert all(all(text for _, text in articles(code)) for code in CODES)
 
 
-def test_every_eval_question_is_answerable_from_the_training_corpus(tree):
-    """The facts that make each eval item's correct options true are stated in the training corpus."""
-    text = "\n".join(d["text"] for domain in ("finance", "legal") for d in _train_docs(tree, domain))
+def test_evaluation_items_ask_about_facts_training_never_states(tree):
+    """Evaluation items ask about the evaluation side of the knowledge base only (EVAL_FACTS), whose facts no training
+    document or SFT sample states, and their correct options are those facts (an answer key a model cannot have
+    memorised from the training data)."""
+    text = "\n".join(t for path, t in tree.items() if path.startswith(("corpora/", "sft/")))
 
-    def stated(fact) -> bool:
+    def stated(fact) -> bool:  # the value with the term in one sentence, or a long value anywhere
+        if len(fact.zh_value) >= 10 and fact.zh_value in text:
+            return True
         start = 0
         while (i := text.find(fact.zh_value, start)) >= 0:
             lo = max(text.rfind("。", 0, i), text.rfind("\n", 0, i))
@@ -276,19 +282,50 @@ def test_every_eval_question_is_answerable_from_the_training_corpus(tree):
             start = i + 1
         return False
 
+    stated = [f.zh for f in ALL_FACTS.values() if f.id in EVAL_FACTS and stated(f)]
+    assert not stated, f"{len(stated)} evaluation-side facts are stated in training: {stated[:3]}"
     _, items_by_file = build_eval(seed=0)
-    needed = {fid for items in items_by_file.values() for it in items for fid in it.fact_ids}
-    missing = [ALL_FACTS[f].zh for f in sorted(needed) if not stated(ALL_FACTS[f])]
-    assert not missing, f"{len(missing)} facts asked about are never stated in training: {missing[:5]}"
     n_items = 0
     for path, items in items_by_file.items():
         for it in items:
             n_items += 1
-            correct = [it.options["ABCD".index(x)] for x in it.answer]
             facts = [ALL_FACTS[f] for f in it.fact_ids]
             if it.form in ("forward", "reverse", "statement", "multi"):
+                assert all(f.id in EVAL_FACTS for f in facts), (path, it)
+                correct = [it.options["ABCD".index(x)] for x in it.answer]
                 assert all(c in {x for f in facts for x in (f.zh_value, f.zh_term, f.zh)} for c in correct), (path, it)
-    assert n_items > 600
+                named = [o for o in it.options if len(o) >= 10 and any(o in (g.zh_value, g.zh) for g in ALL_FACTS.values()
+                                                                        if g.id not in EVAL_FACTS)]
+                assert not named, f"{path}: an option names a training fact: {named}"  # short ones ("6%") may repeat
+    assert n_items > 500
+
+
+def test_evaluation_sets_and_heldout_texts_share_no_template_with_training(tree, tmp_path):
+    """The decontamination of the default tree (every evaluation set and held-out text against every corpus and SFT
+    set, as `yunshan data decontaminate` measures it): no item is dirty, and the only partial ones are theft-amount
+    bracket questions, whose four options are the synthetic code's fixed bracket names in training and evaluation alike
+    (LawBench 3-6 writes them inline, so they count in the question)."""
+    from yunshan.data.decontamination import NgramIndex, Scan, Text
+    from yunshan.eval.items import eval_items, heldout_items
+
+    for path, text in tree.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    items = [it for task in ("fineval", "financeiq", "lawbench", "jecqa") for it in eval_items(task, tmp_path / "eval" / task)]
+    items += [it for d in DOMAINS for it in heldout_items(d, tmp_path / "heldout" / f"{d}.txt")]
+    index = NgramIndex.build(items)
+    scan = Scan(index, tmp_path / "scan", boilerplate_train=10, boilerplate_eval=20)
+    training = [Text(path, [json.dumps(r, ensure_ascii=False) if "messages" in r or "conversations" in r
+                            else r.get("text") or " ".join(str(v) for v in r.values())])
+                for path, t in tree.items() if path.startswith(("corpora/", "sft/")) and path.endswith(".jsonl")
+                for r in _jsonl(t)]
+    training += [Text(path, [t]) for path, t in tree.items() if path.startswith("sft/") and not path.endswith(".jsonl")]
+    for _ in scan.read(training, lambda r: {}):
+        pass
+    result = scan.resolve()
+    partial = [items[i] for i in range(len(items)) if result.shares[i] >= 0.2]
+    assert all("尚未达到数额较大的标准" in " ".join(it.fields) for it in partial), [it.location for it in partial]
+    assert len(partial) <= 5 and (result.shares < 0.8).all()
 
 
 def test_answer_letters_are_balanced(tree):

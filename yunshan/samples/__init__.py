@@ -2,7 +2,8 @@
 
 Finance, legal and general corpora (about 70% Chinese), held-out text, SFT sets (alpaca, messages, ShareGPT,
 JEC-QA, C-Eval rows) and small eval sets in the FinEval, FinanceIQ, LawBench and JEC-QA formats, all built from
-templates and vocabularies written for yunshan around a fixed knowledge base of finance and legal facts. No
+templates and vocabularies written for yunshan around a fixed knowledge base of finance and legal facts. The
+training data and the evaluation data (held-out texts, evaluation sets) share no template, fact or entity. No
 downloads; the same seed gives the same bytes. See README.md in this folder.
 
     python -m yunshan.samples --out DIR [--seed S] [--scale X]

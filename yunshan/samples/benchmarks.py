@@ -1,9 +1,12 @@
 """Sample evaluation sets in the published formats of FinEval (C-Eval layout), FinanceIQ (CMMLU layout),
 LawBench and JEC-QA (see docs/evaluation-formats.md of the project for the formats and scoring).
 
-All multiple-choice items ask about facts of the knowledge base (yunshan.samples.facts) with the "eval" phrasings
-of yunshan.samples.questions; the LawBench charge / article / prison-term tasks use the synthetic criminal cases
-and sentencing model of yunshan.samples.legal. Sizes are fixed and small (they do not grow with `scale`).
+All multiple-choice items ask about facts of the evaluation side of the knowledge base (yunshan.samples.facts:
+EVAL_FACTS, which no training text states) with the "eval" phrasings of yunshan.samples.questions; the LawBench
+charge / article / prison-term tasks use the synthetic criminal cases and sentencing model of yunshan.samples.legal,
+narrated by a generator on the evaluation side (other wordings, names and amounts than any training case); task 1-1
+asks to recite articles of the evaluation side, which no training text quotes. Sizes are fixed and small (they do
+not grow with `scale`).
 
     python -m yunshan.samples --out DIR          # writes DIR/eval/{fineval,financeiq,lawbench,jecqa}/...
 """
@@ -15,10 +18,11 @@ import random
 
 from . import lexicon as lx
 from .corpus import stream_rng
-from .facts import CODES, FINANCE_FACTS, LEGAL_FACTS, articles
+from .facts import CODES, FINANCE_FACTS, LEGAL_FACTS, articles, on_side
 from .formats import OutFile, render_csv, render_json_list, render_jsonl
 from .legal import criminal_case
-from .questions import LETTERS, MCItem, balance_answers, case_item, case_multi, fact_item, multi, unique_items
+from .questions import (LETTERS, MCItem, askable, balance_answers, case_item, case_multi, fact_item, multi,
+                        unique_items)
 
 # FinEval subject -> [english name, chinese name, group]; groups as in FinEval's subject_mapping.json.
 FINEVAL_SUBJECTS: dict[str, list[str]] = {
@@ -72,8 +76,9 @@ LAWBENCH_TASKS = {
 }
 
 
-def _subject_facts(subjects: tuple[str, ...]) -> list:
-    return [f for f in FINANCE_FACTS if f.subject in subjects]
+def _subject_facts(subjects: tuple[str, ...], side: str = "eval") -> list:
+    """The finance facts of some FinEval subjects on one side of the knowledge base (facts.EVAL_FACTS)."""
+    return [f for f in on_side(FINANCE_FACTS, side) if f.subject in subjects and askable(f, side)]
 
 
 def _cycle_maker(rng: random.Random, fs: list, forms: tuple[str, ...], style: str):
@@ -134,12 +139,13 @@ def lawbench_records(seed: int, seen: set) -> tuple[dict[str, list[dict]], dict[
     rec = lambda task, q, a: {"instruction": LAWBENCH_TASKS[task][1], "question": q, "answer": a}  # noqa: E731
 
     rng = stream_rng(seed, "eval", "lawbench", "1-1")
-    arts = [(code, num, text) for code in CODES for num, text in articles(code)]
+    arts = [(code, num, text) for code in CODES for num, text in articles(code, "eval")]
     out["1-1"] = [rec("1-1", f"{CODES[c][0]}第{lx.cn_numeral(num)}条的内容是什么？", f"答案:{text}")
                   for c, num, text in rng.sample(arts, n)]
 
     rng = stream_rng(seed, "eval", "lawbench", "1-2")
-    make = _cycle_maker(rng, list(LEGAL_FACTS), ("statement", "forward", "reverse"), "eval")
+    make = _cycle_maker(rng, [f for f in on_side(LEGAL_FACTS, "eval") if askable(f)], ("statement", "forward", "reverse"),
+                        "eval")
     mc["1-2"] = balance_answers(unique_items(make, n, seen), stream_rng(seed, "eval", "lawbench", "1-2", "answers"),
                                 seen)
     out["1-2"] = [rec("1-2", _lawbench_mc(it), f"正确答案：{it.answer[0]}。") for it in mc["1-2"]]
@@ -182,7 +188,7 @@ def jecqa_items(seed: int, seen: set, style: str = "eval", sizes: dict[int, int]
                 stream: str = "jecqa") -> dict[int, list[MCItem]]:
     """source (0 knowledge, 1 case analysis) -> items. Knowledge items are multi-answer statement sets."""
     rng = stream_rng(seed, "eval" if style == "eval" else "sft", stream, 0)
-    fs = list(LEGAL_FACTS)
+    fs = [f for f in on_side(LEGAL_FACTS, "eval" if style == "eval" else "train") if askable(f, style)]
     rng.shuffle(fs)
     knowledge = unique_items(lambda k: multi(rng, fs[k % len(fs)], style), sizes[0], seen)
     rng = stream_rng(seed, "eval" if style == "eval" else "sft", stream, 1)

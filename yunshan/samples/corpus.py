@@ -4,7 +4,9 @@ Every document has its own random generator seeded from (seed, domain, split, in
 depend on how many were generated before it, the "heldout" split is a different stream from "train" (no shared
 documents, sentences shared only by chance or because they state the same fact), and regeneration is
 byte-identical. About 70% of the documents are Chinese. Each document is handed a few "focus" facts from a
-rotation over the domain's knowledge base, so every fact is stated many times in any corpus of reasonable size.
+rotation over the domain's knowledge base (its training side for "train", its evaluation side for "heldout"), so
+every fact is stated many times in any corpus of reasonable size. The held-out stream is on the evaluation side
+(SideRandom): other templates, phrasings, names and numbers than the training stream.
 
     python -m yunshan.samples --out DIR          # writes corpora, held-out text, SFT and eval sets
 """
@@ -15,7 +17,7 @@ import random
 import re
 from collections.abc import Iterator
 
-from .facts import Fact, facts
+from .facts import Fact, facts, on_side
 from .finance import finance_document
 from .general import general_document
 from .legal import legal_document
@@ -31,13 +33,47 @@ _BLANK_LINES = re.compile(r"\n\s*\n")
 _GENERATORS = {"general": general_document, "finance": finance_document, "legal": legal_document}
 
 
+class SideRandom(random.Random):
+    """A seeded generator on one side of the samples: training data (corpora, SFT sets) draws every choice from the
+    even-numbered entries of a template, vocabulary or entity list, evaluation data (held-out texts, evaluation
+    sets) from the odd-numbered ones, so the two never share a template, a phrasing or a name. A list of one entry
+    is shared (both sides need it)."""
+
+    def __init__(self, seed: str, side: int):
+        self.side = side
+        super().__init__(seed)
+
+    def _half(self, seq):
+        return seq[self.side::2] if len(seq) >= 2 else seq
+
+    def choice(self, seq):
+        return super().choice(self._half(seq))
+
+    def randint(self, a: int, b: int) -> int:
+        """A whole number of the side's parity (training even, evaluation odd) when [a, b] holds both, so numbers
+        drawn into the same sentence frame differ between the sides."""
+        v = super().randint(a, b)
+        if b > a and v % 2 != self.side:
+            v = v + 1 if v < b else v - 1
+        return v
+
+    def sample(self, population, k, **kw):
+        half = self._half(population) if not isinstance(population, (set, frozenset)) else population
+        return super().sample(half if len(half) >= k else population, k, **kw)
+
+
+EVAL_SIDE = ("heldout", "eval")
+
+
 def stream_rng(seed: int, *parts: object) -> random.Random:
-    """A generator seeded from seed and a path of names: string seeds hash with SHA-512, stable across runs."""
-    return random.Random("yunshan-samples|" + "|".join(str(p) for p in (seed,) + parts))
+    """A generator seeded from seed and a path of names (string seeds hash with SHA-512, stable across runs), on the
+    evaluation side when the path names "heldout" or "eval" (SideRandom), else on the training side."""
+    side = int(any(p in EVAL_SIDE for p in parts))
+    return SideRandom("yunshan-samples|" + "|".join(str(p) for p in (seed,) + parts), side)
 
 
-def _rotation(seed: int, domain: str) -> list[Fact]:
-    order = list(facts(domain))
+def _rotation(seed: int, domain: str, side: str) -> list[Fact]:
+    order = list(on_side(facts(domain), side))
     stream_rng(seed, domain, "fact-order").shuffle(order)
     return order
 
@@ -64,7 +100,7 @@ def generate_corpus(domain: str, lang: str | None = None, seed: int = 0, n_docs:
     if n_docs is None and n_chars is None:
         n_chars = DEFAULT_CHARS[domain]
     gen = _GENERATORS[domain]
-    order = _rotation(seed, domain)
+    order = _rotation(seed, domain, "train" if split == "train" else "eval")
     step = max(1, len(order) // _FOCUS + 1)
     produced = chars = 0
     i = 0

@@ -2,11 +2,15 @@
 
 Every fact is a (term, relation, value) triple written in Chinese and English, e.g. 资产负债表 / 反映 /
 企业在某一特定日期的财务状况. The corpora state each fact many times inside varied sentence frames
-(`render_fact`), the evaluation files ask about the same facts with exam phrasings, and the SFT exam data asks
-with different phrasings (yunshan.samples.questions). Distractors of a multiple-choice item are values (or terms)
-of other facts of the same *kind*, so the four options always read alike and only knowledge separates them.
+(`render_fact`) and the SFT exam data asks about them (yunshan.samples.questions). The knowledge base has two sides
+(EVAL_FACTS): the training corpora and SFT sets state and ask about the training side only, the evaluation files
+ask about the evaluation side only and the held-out texts state it (beside the training-side facts a document
+applies by name, such as a report's net profit), so an evaluation item's answer is never in the training data (a
+test checks it): the sample benchmarks measure what transfers, not what was memorised. Distractors of a
+multiple-choice item are values (or terms) of other facts of the same *kind* and side, so the four options always
+read alike.
 
-The facts are not seeded: they are the same for every seed, which is what makes them learnable. The legal facts
+The facts are not seeded: they are the same for every seed. The legal facts
 are the articles of four synthetic codes (《示范民法》, 《示范刑法》, 《示范民事诉讼法》, 《示范劳动法》): they paraphrase
 and simplify rules of the kind found in Chinese law and are NOT authoritative statements of any real law; the
 amount thresholds and sentencing steps are invented for the samples.
@@ -526,14 +530,65 @@ def facts(domain: str) -> tuple[Fact, ...]:
     return table[domain]
 
 
-def facts_of_kind(kind: str) -> tuple[Fact, ...]:
-    """All facts of one kind, in table order."""
-    return tuple(f for f in ALL_FACTS.values() if f.kind == kind)
+def facts_of_kind(kind: str, side: str | None = None) -> tuple[Fact, ...]:
+    """The facts of one kind, in table order: all of them, or those of one side ("train" or "eval", see EVAL_FACTS)."""
+    return tuple(f for f in ALL_FACTS.values() if f.kind == kind and (side is None or fact_side(f) == side))
+
+
+# ------------------------------------------------------------------------------------------------ sides
+# The evaluation side of the knowledge base: facts that the evaluation sets and the held-out texts state and ask
+# about, and that the training corpora and SFT sets never state (a test checks it on the generated tree), so an
+# evaluation item or a held-out document shares no fact statement with the training data. Every other fact of a
+# kind (in table order) is on it, except the facts the document generators apply by name (a report computes its net
+# profit, a judgment cites the statute of limitations, a criminal case its offence, amount thresholds and
+# sentencing factors): those stay on the training side.
+_APPLIED_BY_NAME = frozenset((
+    "一般纳税人的增值税应纳税额", "净利润", "净资产收益率", "利息、股息、红利所得适用的个人所得税税率", "利润总额", "可比性",
+    "坏账准备", "市盈率", "权益乘数", "每股收益", "毛利", "毛利率", "流动性风险", "流动比率", "速动比率", "未分配利润", "股息率",
+    "股票回购", "谨慎性", "资产负债率", "资产负债表", "利润表", "现金流量表", "无保留意见", "除权除息日", "主板股票的日涨跌幅限制",
+    "公开市场操作", "居民消费价格指数", "工业生产者出厂价格指数", "广义货币供应量M2", "狭义货币供应量M1", "系统性风险", "融资融券",
+    "贷款市场报价利率", "通货膨胀",
+    "举证责任", "不当得利", "向人民法院请求保护民事权利的诉讼时效期间", "因不动产纠纷提起的诉讼", "因合同纠纷提起的诉讼",
+    "在道路上醉酒驾驶机动车的", "故意伤害他人身体致人轻伤的", "租赁合同的租赁期限", "诉讼时效", "劳动争议申请仲裁的时效期间",
+    "安排劳动者延长工作时间的，支付的工资报酬不低于工资的比例", "经济补偿", "认定违约金过分高于造成的损失的一般标准", "违约金",
+    "对于自首的被告人，可以减少基准刑的比例", "对于坦白的被告人，可以减少基准刑的比例",
+    "对于退赃退赔并取得被害人谅解的被告人，可以减少基准刑的比例", "对于累犯，应当增加基准刑的比例", "对于从犯，应当减少基准刑的比例",
+))
+_APPLIED_KINDS = frozenset(("law_crime", "law_threshold"))  # every criminal case applies its offence and amounts
+
+
+def _eval_side() -> frozenset[str]:
+    out = set()
+    for kind in KINDS:
+        if kind in _APPLIED_KINDS:
+            continue
+        free = [f for f in facts_of_kind(kind) if f.zh_term not in _APPLIED_BY_NAME]
+        out.update(f.id for f in free[1::2])
+    return frozenset(out)
+
+
+EVAL_FACTS: frozenset[str] = _eval_side()
+
+
+def rng_side(rng: random.Random) -> str:
+    """The side a generator draws for: "eval" for the held-out and evaluation streams (corpus.SideRandom)."""
+    return "eval" if getattr(rng, "side", 0) else "train"
+
+
+def fact_side(fact: Fact) -> str:
+    """"eval" for a fact of EVAL_FACTS, else "train"."""
+    return "eval" if fact.id in EVAL_FACTS else "train"
+
+
+def on_side(fs, side: str) -> tuple[Fact, ...]:
+    """The facts of `fs` on one side."""
+    return tuple(f for f in fs if fact_side(f) == side)
 
 
 # ------------------------------------------------------------------------------------------------ statutes
-def articles(code: str) -> list[tuple[int, str]]:
-    """The synthetic code's articles as (number, Chinese text), sorted by number.
+def articles(code: str, side: str | None = None) -> list[tuple[int, str]]:
+    """The synthetic code's articles as (number, Chinese text), sorted by number; with `side`, only the facts of that
+    side in each article (an article with none left out), so training text quotes no evaluation fact.
 
     An article's text is the canonical statements of the facts placed in it, in table order, each ending in 。.
     """
@@ -541,16 +596,16 @@ def articles(code: str) -> list[tuple[int, str]]:
         raise ValueError(f"unknown code {code!r}; valid: {sorted(CODES)}")
     texts: dict[int, list[str]] = {}
     for f in LEGAL_FACTS:
-        if f.article and f.article[0] == code:
+        if f.article and f.article[0] == code and (side is None or fact_side(f) == side):
             texts.setdefault(f.article[1], []).append(f.zh + "。")
     return [(n, "".join(t)) for n, t in sorted(texts.items())]
 
 
-def articles_en(code: str) -> list[tuple[int, str]]:
+def articles_en(code: str, side: str | None = None) -> list[tuple[int, str]]:
     """English counterpart of `articles`."""
     texts: dict[int, list[str]] = {}
     for f in LEGAL_FACTS:
-        if f.article and f.article[0] == code:
+        if f.article and f.article[0] == code and (side is None or fact_side(f) == side):
             texts.setdefault(f.article[1], []).append(f.en + ".")
     return [(n, " ".join(t)) for n, t in sorted(texts.items())]
 

@@ -6,8 +6,8 @@
                    multi-turn) and criminal case analyses with the synthetic sentencing model.
 - finance ShareGPT {"conversations": [{"from": "system"|"human"|"gpt", "value"}]}: concept questions,
                    calculations, report analysis.
-- exam data        JEC-QA records and C-Eval rows with the "sft" phrasings of yunshan.samples.questions: the
-                   same facts as the eval files, never the same question text.
+- exam data        JEC-QA records and C-Eval rows with the "sft" phrasings of yunshan.samples.questions, about
+                   the training side of the knowledge base (never a fact the eval files ask about).
 
 Conversations always alternate user/assistant after an optional system turn and end with a non-empty
 assistant turn. `python -m yunshan.samples --out DIR` writes them under DIR/sft/.
@@ -21,7 +21,13 @@ from . import lexicon as lx
 from .benchmarks import (CEVAL_HEADER, FINEVAL_SUBJECTS, _ceval_rows, _cycle_maker, _subject_facts, jecqa_items,
                          jecqa_record)
 from .corpus import stream_rng
-from .facts import FINANCE_FACTS, GENERAL_FACTS, LEGAL_FACTS, Fact, facts_of_kind
+from .facts import FINANCE_FACTS as _FINANCE
+from .facts import GENERAL_FACTS as _GENERAL
+from .facts import LEGAL_FACTS as _LEGAL
+from .facts import Fact, facts_of_kind, on_side
+
+# SFT data is training data: it states and asks about the training side of the knowledge base only.
+FINANCE_FACTS, GENERAL_FACTS, LEGAL_FACTS = (on_side(fs, "train") for fs in (_FINANCE, _GENERAL, _LEGAL))
 from .finance import draw_financials, worked_example
 from .formats import OutFile, render_csv, render_jsonl
 from .legal import consultation_turn, consultation_turn_en, criminal_case, judgment_reasoning
@@ -184,7 +190,8 @@ _LEGAL_SYSTEMS = ("你是一名经验丰富的律师，请依据法律规定为�
 
 
 def _related(rng: random.Random, f: Fact) -> Fact:
-    pool = [g for g in facts_of_kind(f.kind) if g.id != f.id]
+    """Another training-side fact of f's kind (f itself when it has none)."""
+    pool = [g for g in facts_of_kind(f.kind, "train") if g.id != f.id] or [f]
     return rng.choice(pool)
 
 
@@ -292,7 +299,7 @@ def build_sft(seed: int = 0, scale: float = 1.0) -> dict[str, OutFile]:
                                                            for i, it in enumerate(items)])
     for subject in FINEVAL_SUBJECTS:
         rng = stream_rng(seed, "sft", "finance_exam", subject)
-        make = _cycle_maker(rng, _subject_facts((subject,)), ("forward", "reverse", "statement"), "sft")
+        make = _cycle_maker(rng, _subject_facts((subject,), "train"), ("forward", "reverse", "statement"), "sft")
         items = unique_items(make, max(1, round(EXAM_ROWS_PER_SUBJECT * scale)), seen)
         files[f"finance_exam/{subject}_train.csv"] = render_csv(CEVAL_HEADER, _ceval_rows(items))
     return files

@@ -5,7 +5,10 @@ they imitate the style of Chinese statutes ("第一百八十八条 向人民法�
 but are written for these samples and are not real law. Criminal cases follow a synthetic sentencing model
 (`criminal_case`, `SENTENCING`): base term from the amount bracket, then percentage adjustments for surrender,
 confession, restitution, recidivism. The same model produces the corpus judgments and the LawBench-style
-charge / article / prison-term items, so those answers are learnable from the corpus. Civil judgments compute
+charge / article / prison-term items, so the rule behind those answers is learnable from the corpus, while the
+cases themselves are not in it: a generator on the evaluation side (corpus.SideRandom) narrates its cases with
+other wordings, items, names, places and amounts, and statute excerpts quote only the articles of its own side
+of the knowledge base (the sentencing guideline's text only on the training side). Civil judgments compute
 their amounts (interest, liquidated damages, severance, court fees) from the drawn facts, so they add up.
 
 Used through `yunshan.samples.generate_corpus("legal")`; `python -m yunshan.samples --out DIR` writes it.
@@ -17,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 
 from . import lexicon as lx
-from .facts import CODES, LEGAL_FACTS, Fact, article_title, articles, articles_en, state_fact
+from .facts import CODES, LEGAL_FACTS, Fact, article_title, articles, articles_en, state_fact, rng_side
 
 _BY_TERM = {f.zh_term: f for f in LEGAL_FACTS}
 
@@ -164,13 +167,18 @@ def criminal_case(rng: random.Random, crime: str | None = None) -> CriminalCase:
         amount = max(amount, low)
     if crime == "盗窃":
         # an item that can plausibly be worth the amount (a phone is not worth 300,000 yuan)
-        fits = [it for it in _ITEMS if it[2] <= amount <= it[3]] or [("黄金首饰", "批", 0, 0), ("现金及财物", "宗", 0, 0)]
+        # (from the items of the generator's side, so a training and an evaluation case never steal the same thing)
+        side = _ITEMS[getattr(rng, "side", 0)::2]
+        fits = ([it for it in side if it[2] <= amount <= it[3]] or [it for it in _ITEMS if it[2] <= amount <= it[3]]
+                or [("黄金首饰", "批", 0, 0), ("现金及财物", "宗", 0, 0)])
         item, unit, _, _ = rng.choice(fits)
         place = _place(rng)
         mode = rng.randrange(3)
         if mode == 0:
-            text = (f"{when}，被告人{d}在{place}，趁被害人{v}不备，窃取其{item}一{unit}。经价格认证中心鉴定，"
-                    f"被盗{item}价值人民币{amount}元。")
+            # Each fixed phrase in two wordings: training cases draw the first, evaluation cases the second (SideRandom).
+            took = rng.choice(("，趁被害人{v}不备，窃取其", "，乘被害人{v}没有注意，偷走了其"))
+            valued = rng.choice(("。经价格认证中心鉴定，被盗{item}价值人民币", "。价格认定结论书认定，涉案{item}值人民币"))
+            text = f"{when}，被告人{d}在{place}" + took.format(v=v) + f"{item}一{unit}" + valued.format(item=item) + f"{amount}元。"
             ent += [("受害人", v), ("被盗物品", item), ("物品价值", f"{amount}元"), ("时间", when), ("地点", place)]
             ev += ["鉴定"]
         elif mode == 1:
@@ -179,8 +187,10 @@ def criminal_case(rng: random.Random, crime: str | None = None) -> CriminalCase:
             ent += [("受害人", v), ("被盗货币", f"{amount}元"), ("作案工具", tool), ("时间", when)]
         else:
             sold = max(100, amount * rng.randint(20, 60) // 100 // 10 * 10)
-            text = (f"{when}，被告人{d}在{place}窃取被害人{v}的{item}一{unit}，后以{sold}元的价格卖给他人，所得款项已被挥霍。"
-                    f"经鉴定，被盗{item}价值人民币{amount}元。")
+            sold_to = rng.choice(("，后以{sold}元的价格卖给他人，所得款项已被挥霍。经鉴定，被盗{item}价值人民币",
+                                  "，随即以{sold}元销赃，赃款已被其花光。据价格认定，涉案{item}值人民币"))
+            text = (f"{when}，被告人{d}在{place}窃取被害人{v}的{item}一{unit}" + sold_to.format(sold=sold, item=item)
+                    + f"{amount}元。")
             ent += [("受害人", v), ("被盗物品", item), ("物品价值", f"{amount}元"), ("盗窃获利", f"{sold}元"),
                     ("时间", when), ("地点", place)]
             ev += ["卖出", "获利", "鉴定"]
@@ -215,7 +225,8 @@ def criminal_case(rng: random.Random, crime: str | None = None) -> CriminalCase:
     factors: list[str] = []
     if rng.random() < 0.3:
         factors.append("自首")
-        text += f"案发后，被告人{d}主动到公安机关投案，如实供述了自己的罪行。"
+        text += rng.choice(("案发后，被告人{d}主动到公安机关投案，如实供述了自己的罪行。",
+                            "被告人{d}于案发次日自行前往派出所投案，并交代了全部作案经过。")).format(d=d)
         ev.append("供述")
     else:
         if crime != "危险驾驶":
@@ -223,11 +234,12 @@ def criminal_case(rng: random.Random, crime: str | None = None) -> CriminalCase:
             ev.append("拘捕")
         if rng.random() < 0.6:
             factors.append("坦白")
-            text += f"到案后，被告人{d}如实供述了上述犯罪事实。"
+            text += rng.choice(("到案后，被告人{d}如实供述了上述犯罪事实。", "归案后，被告人{d}对上述事实供认不讳。")).format(d=d)
             ev.append("供述")
     if crime not in ("危险驾驶",) and rng.random() < 0.4:
         factors.append("退赃谅解")
-        text += f"案发后，被告人{d}已赔偿被害人全部经济损失，并取得了被害人的谅解。"
+        text += rng.choice(("案发后，被告人{d}已赔偿被害人全部经济损失，并取得了被害人的谅解。",
+                            "审理期间，被告人{d}退赔了被害人的全部损失，被害人对其表示谅解。")).format(d=d)
         ev.append("赔偿")
     if rng.random() < 0.12:
         factors.append("累犯")
@@ -434,7 +446,7 @@ def _civil_enrichment(rng: random.Random) -> str:
 
 # ------------------------------------------------------------------------------------------------ zh documents
 def _zh_statute(rng: random.Random, focus: list[Fact]) -> str:
-    if rng.random() < 0.15:
+    if rng.random() < 0.15 and rng_side(rng) == "train":  # the guideline is applied knowledge: training side only
         lines = guideline_articles()
         k = rng.randint(3, min(8, len(lines)))
         start = rng.randrange(len(lines) - k + 1)
@@ -443,7 +455,7 @@ def _zh_statute(rng: random.Random, focus: list[Fact]) -> str:
         return "\n".join(head + body + ["【相关规定】" + state_fact(rng, focus[0], "zh")])
     f0 = next((f for f in focus if f.article), None)
     code = f0.article[0] if f0 else rng.choice(tuple(CODES))
-    arts = articles(code)
+    arts = articles(code, rng_side(rng))
     idx = [n for n, _ in arts].index(f0.article[1]) if f0 else rng.randrange(len(arts))
     k = rng.randint(3, 9)
     lo = max(0, min(idx - rng.randint(0, k - 1), len(arts) - k))
@@ -573,7 +585,7 @@ def _zh_exam(rng: random.Random, focus: list[Fact]) -> str:
 def _en_statute(rng: random.Random, focus: list[Fact]) -> str:
     f0 = next((f for f in focus if f.article), None)
     code = f0.article[0] if f0 else rng.choice(tuple(CODES))
-    arts = articles_en(code)
+    arts = articles_en(code, rng_side(rng))
     idx = [n for n, _ in arts].index(f0.article[1]) if f0 else rng.randrange(len(arts))
     k = rng.randint(3, 8)
     lo = max(0, min(idx - rng.randint(0, k - 1), len(arts) - k))

@@ -1,7 +1,9 @@
 """Multiple-choice items built from the knowledge base, in two phrasing styles: "eval" and "sft".
 
 The evaluation files (benchmarks.py) use the "eval" stems and the SFT exam data (instructions.py) the "sft"
-stems, so both teach or test the same facts without sharing a question text. Item forms:
+stems, and each style draws its facts and options from its own side of the knowledge base (facts.EVAL_FACTS: "eval"
+items from the evaluation side, "sft" items from the training side), so an evaluation item shares neither a
+question text nor a fact with the SFT data. Item forms:
 
 - forward:   term + relation, pick the value        资产负债表反映（ ）。
 - reverse:   value, pick the term (definitional kinds only)
@@ -9,9 +11,14 @@ stems, so both teach or test the same facts without sharing a question text. Ite
 - multi:     JEC-QA style, one to three true statements
 - case:      a synthetic scenario (crime, civil concept) whose answer is a term of the knowledge base
 
-Distractors are values (or terms) of other facts of the same kind, so every option reads like a plausible answer.
-Each item records the facts that make its correct options true (`fact_ids`), which the tests use to check that
-the training corpus states them. Nothing to run on its own.
+Distractors are values (or terms) of other facts of the same kind and side, so every option reads like a plausible
+answer. Each item records the facts that make its correct options true (`fact_ids`), which the tests use to check
+that an evaluation item asks about the evaluation side only. The case forms put a scenario to the model: a criminal
+case of the sentencing model (legal.py; the offences, amount thresholds and sentencing factors stay on the training
+side, so what such an item tests is applying a rule the corpus teaches to a case it never saw) or a legal-concept
+scenario (each side has its own half of the scenarios); names, places and amounts come from the item's side. The
+one thing both sides share is the theft amount-bracket question's four options, the code's fixed bracket names.
+Nothing to run on its own.
 """
 
 from __future__ import annotations
@@ -50,9 +57,30 @@ def _place(rng: random.Random, correct: list[str], wrong: list[str]) -> tuple[tu
     return tuple(o for o, _ in opts), tuple(LETTERS[i] for i, (_, ok) in enumerate(opts) if ok)
 
 
-def _values(kind: str, exclude: str) -> list[str]:
+def _side(style: str) -> str:
+    """Evaluation items draw on the evaluation side of the knowledge base, SFT items on the training side."""
+    return "eval" if style == "eval" else "train"
+
+
+def _kin(kind: str, style: str) -> list[Fact]:
+    """Facts of a kind for options: the style's side only (an item never names a fact of the other side, see
+    askable)."""
+    return list(facts_of_kind(kind, _side(style)))
+
+
+def askable(fact: Fact, style: str = "eval") -> bool:
+    """Whether a fact's kind has enough values and facts on the style's side for three wrong options and false
+    statements without naming a fact of the other side (evaluation items ask only about such facts)."""
+    return (len(_values(fact.kind, fact.zh_value, style)) >= 3 and len(_kin(fact.kind, style)) >= 2
+            and len(_false_statements(fact.kind, style)) >= 4)
+
+
+def _values(kind: str, exclude: str, style: str = "eval") -> list[str]:
+    """Distractor values: the side's values and the kind's extra values."""
+    side = _side(style)
     seen: list[str] = []
-    for v in [f.zh_value for f in facts_of_kind(kind)] + list(KINDS[kind].extra_values):
+    ordered = [f.zh_value for f in facts_of_kind(kind, side)] + list(KINDS[kind].extra_values)
+    for v in ordered:
         if v != exclude and v not in seen:
             seen.append(v)
     return seen
@@ -94,7 +122,7 @@ def _explain(fact: Fact, letters: tuple[str, ...]) -> str:
 # ------------------------------------------------------------------------------------------------ fact forms
 def forward(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
     """Pick the value of `fact` among values of its kind."""
-    wrong = rng.sample(_values(fact.kind, fact.zh_value), 3)
+    wrong = _first(rng, _values(fact.kind, fact.zh_value, style), 3)
     opts, ans = _place(rng, [fact.zh_value], wrong)
     return MCItem(_stem(rng, style, "forward", t=fact.zh_term, r=fact.zh_rel), opts, ans, (fact.id,), "forward",
                   _explain(fact, ans))
@@ -102,22 +130,33 @@ def forward(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
 
 def reverse(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
     """Pick the term whose value is given (only for kinds where KINDS[kind].reverse)."""
-    terms = [f.zh_term for f in facts_of_kind(fact.kind) if f.zh_term != fact.zh_term and f.zh_value != fact.zh_value]
-    opts, ans = _place(rng, [fact.zh_term], rng.sample(terms, 3))
+    terms = [f.zh_term for f in _kin(fact.kind, style) if f.zh_term != fact.zh_term and f.zh_value != fact.zh_value]
+    opts, ans = _place(rng, [fact.zh_term], _first(rng, terms, 3))
     form = "reverse_def" if fact.zh_rel == "是指" else "reverse"
     return MCItem(_stem(rng, style, form, v=fact.zh_value, r=fact.zh_rel), opts, ans, (fact.id,), "reverse",
                   _explain(fact, ans))
 
 
-def _false_statement(rng: random.Random, kind: str, avoid: set[str]) -> str:
-    """A statement that pairs a term of `kind` with a value of another fact of the kind (checked to be false)."""
-    pool = facts_of_kind(kind)
-    while True:
-        g = rng.choice(pool)
-        v = rng.choice(_values(kind, g.zh_value))
-        s = f"{g.zh_term}{g.zh_rel}{v}"
-        if (g.zh_term, v) not in _TRUE_PAIRS and s not in avoid:
-            return s
+def _first(rng: random.Random, pool: list, k: int) -> list:
+    """k entries drawn from the front of `pool`: from its first max(k, 4) entries (the side's own come first)."""
+    return rng.sample(pool[:max(k, 4)], k)
+
+
+def _false_statements(kind: str, style: str = "eval") -> list[str]:
+    """Every statement pairing a term of `kind` with a value of another fact of the kind that is false (not a fact),
+    from the style's side."""
+    out = []
+    for g in _kin(kind, style):
+        for v in _values(kind, g.zh_value, style):
+            s = f"{g.zh_term}{g.zh_rel}{v}"
+            if (g.zh_term, v) not in _TRUE_PAIRS and s not in out:
+                out.append(s)
+    return out
+
+
+def _false_statement(rng: random.Random, kind: str, avoid: set[str], style: str = "eval") -> str:
+    """A false statement of `kind` (_false_statements) not in `avoid`."""
+    return rng.choice([s for s in _false_statements(kind, style) if s not in avoid])
 
 
 def statement(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
@@ -125,7 +164,7 @@ def statement(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
     avoid = {fact.zh}
     wrong = []
     for _ in range(3):
-        wrong.append(_false_statement(rng, fact.kind, avoid))
+        wrong.append(_false_statement(rng, fact.kind, avoid, style))
         avoid.add(wrong[-1])
     opts, ans = _place(rng, [fact.zh], wrong)
     return MCItem(_stem(rng, style, "statement", c=KINDS[fact.kind].zh_category), opts, ans, (fact.id,),
@@ -135,12 +174,12 @@ def statement(rng: random.Random, fact: Fact, style: str = "eval") -> MCItem:
 def multi(rng: random.Random, fact: Fact, style: str = "eval", n_true: int | None = None) -> MCItem:
     """JEC-QA style: `fact` plus up to two more true statements of its kind, the rest false."""
     n_true = n_true or rng.choice((1, 2, 2, 3))
-    others = [f for f in facts_of_kind(fact.kind) if f.id != fact.id]
+    others = [f for f in facts_of_kind(fact.kind, _side(style)) if f.id != fact.id]
     trues = [fact] + rng.sample(others, min(n_true - 1, len(others)))
     avoid = {f.zh for f in trues}
     wrong = []
     for _ in range(4 - len(trues)):
-        wrong.append(_false_statement(rng, fact.kind, avoid))
+        wrong.append(_false_statement(rng, fact.kind, avoid, style))
         avoid.add(wrong[-1])
     opts, ans = _place(rng, [f.zh for f in trues], wrong)
     return MCItem(_stem(rng, style, "multi", c=KINDS[fact.kind].zh_category), opts, ans, tuple(f.id for f in trues),
@@ -149,7 +188,8 @@ def multi(rng: random.Random, fact: Fact, style: str = "eval", n_true: int | Non
 
 def fact_item(rng: random.Random, fact: Fact, form: str, style: str = "eval") -> MCItem:
     """Dispatch on form name: forward, reverse (falls back to statement), statement, multi."""
-    if form == "reverse" and not KINDS[fact.kind].reverse:
+    if form == "reverse" and (not KINDS[fact.kind].reverse or len(
+            [f for f in _kin(fact.kind, style) if f.zh_value != fact.zh_value]) < 3):
         form = "statement"
     return {"forward": forward, "reverse": reverse, "statement": statement, "multi": multi}[form](rng, fact, style)
 

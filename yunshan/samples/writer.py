@@ -30,7 +30,7 @@ from .instructions import build_sft
 
 MANIFEST = "manifest.json"
 # Bump when the generators change in a way that changes the bytes for a given seed.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def sample_data_dir() -> Path:
