@@ -13,7 +13,8 @@ zstd JSONL) against the 20 LawBench zero-shot files (10,000 items), every overla
   2.9 GB before).
 
 Each run is a fresh process; the two revisions alternate (old, new, new, old, ... over --rounds pairs) so both see
-the same load on this shared machine. Per row: wall seconds, the process's CPU seconds (user + system: what load
+the same load on this shared machine. Per row: wall seconds, the command's CPU seconds (user + system of the process
+from the call of `yunshan data decontaminate` to its end, the interpreter's start-up and imports left out: what load
 does not inflate), characters per CPU second (the command is single-threaded: that is per core), the pass alone
 (`x5` minus `x1`: 80 M characters over the difference of CPU seconds), and peak memory (VmHWM of the process). The
 old revision runs from `git archive` in a temporary folder, first on PYTHONPATH, same venv. Writes
@@ -40,18 +41,18 @@ REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "
 
 RUN = r"""
 import json, resource, sys, time
+cpu = lambda: (lambda u: u.ru_utime + u.ru_stime)(resource.getrusage(resource.RUSAGE_SELF))  # noqa: E731
 from yunshan.cli import main
-t = time.perf_counter()
+start_cpu, t = cpu(), time.perf_counter()
 code = main(["data", "decontaminate", sys.argv[1], "--tasks", "lawbench=" + sys.argv[2], "--out", sys.argv[3],
              "--show", "0"])
 assert code == 0
-seconds = time.perf_counter() - t
+seconds, cpu_seconds = time.perf_counter() - t, cpu() - start_cpu
 report = json.load(open(sys.argv[3] + "/decontamination.json"))
-usage = resource.getrusage(resource.RUSAGE_SELF)
 peak = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")][0]
 import yunshan
-print(json.dumps({"code": yunshan.__file__, "seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_mb": peak / 1024,
-                  "characters": report["characters"], "records": report["records"],
+print(json.dumps({"code": yunshan.__file__, "seconds": seconds, "cpu_seconds": cpu_seconds, "startup_cpu": start_cpu,
+                  "peak_mb": peak / 1024, "characters": report["characters"], "records": report["records"],
                   "contaminated": report["contaminated"], "hits": report["hits"]}))
 """
 

@@ -256,12 +256,11 @@ class NgramIndex:
                 stop += 1
             batch = needed[start:stop]
             units = cut_units(self.tables, [f for i in batch.tolist() for f in self.items[i].fields])
-            texts = units.text(0, len(units))
             offset = np.cumsum(self.item_units[batch]) - self.item_units[batch]
             mine = np.flatnonzero((item >= batch[0]) & (item <= batch[-1]))
             position = offset[np.searchsorted(batch, item[mine])] + first[mine] - self.item_first[item[mine]]
             for k, p, n in zip(mine.tolist(), position.tolist(), length[mine].tolist()):
-                out[k] = show_units(texts[p: p + n], self.tables)
+                out[k] = show_units(units.text(p, n), self.tables)  # the window's units only
             start = stop
         return out
 

@@ -202,10 +202,14 @@ def last_safe_cut(text: str, at: int, reach: int = 1 << 16) -> int:
     """The last safe cut (safe_cut) at or before `at`; the start of the text is one; `at` itself when there is none
     within `reach`."""
     lo = max(0, at - reach)
-    last = None
-    for m in _SAFE_CUT.finditer(text, lo, at + 1):
-        last = m.start()
-    return last if last is not None else 0 if lo == 0 else at
+    hi, step = min(at, len(text) - 1) + 1, 64
+    while hi > lo:  # backwards, in growing steps: in real text the last safe cut is a few characters back
+        start = max(lo, hi - step)
+        m = _SAFE_CUT.search(text[start:hi][::-1])  # one character per match, so the reversed text finds it
+        if m:
+            return hi - 1 - m.start()
+        hi, step = start, step * 4
+    return 0 if lo == 0 else at
 
 
 @dataclass
