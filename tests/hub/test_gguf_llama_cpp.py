@@ -1,9 +1,18 @@
 """`yunshan export --gguf` read by llama.cpp itself (llama-cpp-python; `make test-gguf` installs it, compiling
-llama.cpp, and runs these tests, which `make test` leaves out): on a tiny model and on the real SmolLM2-135M with
-+5,000 tokens that `yunshan tokenizer extend` learned on real Chinese law text, llama.cpp's token ids of finance,
-legal and general texts equal the HF tokenizer's; the logits of an f16 export equal transformers' within 1e-2 (and
-a q8_0 export's within the tolerance below); greedy generations are the same for 32 tokens; and `yunshan model
-import-gguf` of the export gives back the weights (rounded to f16) and the tokenizer."""
+llama.cpp, and runs these tests, which `make test` leaves out), on a tiny model per pre-tokeniser and on the real
+SmolLM2-135M with +5,000 tokens that `yunshan tokenizer extend` learned on real Chinese law text:
+- llama.cpp's token ids of finance, legal and general texts (the real Civil Code, FinEval and CMMLU questions when
+  ../shared/realdata is there, the bundled corpora, edge cases) equal the HF tokenizer's, new tokens included;
+- the logits of an f32 export equal transformers' within 1e-3: the file holds the model exactly;
+- f16 exports within 1e-2 on the tiny models (the issue's bound); on SmolLM2 within REAL_F16_LOGITS, because rounding
+  SmolLM2's weights to f16 alone moves transformers' own logits by 0.04 (measured here) and llama.cpp's f16 matrix
+  products round the activations to f16 as well;
+- q8_0: the file's tensors are byte for byte what llama.cpp's own quantiser makes of the f32 export, so its logits are
+  llama.cpp's q8_0 of this model; their distance from transformers' is bounded (Q8_0_LOGITS) and reported;
+- greedy generations of f32 and f16 exports equal transformers' for 32 tokens (q8_0's common prefix is reported);
+- `yunshan model import-gguf` of the f16 export gives back the weights rounded to f16 and the tokenizer.
+llama.cpp runs with an f32 KV cache and no flash attention here: its default f16 cache alone moves SmolLM2's logits by
+0.05 with the f32 file. The figures are printed (make test-gguf shows them) and docs/export.md reports them."""
 
 from __future__ import annotations
 
@@ -22,11 +31,18 @@ from yunshan.hub.export import export_model  # noqa: E402
 from .test_gguf_export import PROBES, byte_bpe, imported, the_gguf, tiny_llama  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-F16_LOGITS = 1e-2  # the issue's bound for f16 exports
-# q8_0 rounds every weight to 8 bits per block of 32 (and llama.cpp quantises the activations to 8 bits for its q8_0
-# dot products), so its logits differ more than f16's; the bound is set from the differences docs/export.md reports.
-Q8_0_LOGITS = 0.25
+F32_LOGITS = 1e-3  # an f32 file: only the order of floating-point operations differs
+F16_LOGITS = 1e-2  # the issue's bound for f16 exports (tiny models)
+# SmolLM2-135M's logits span about -31..40: f16 weights alone move transformers' logits by 0.041, llama.cpp's f16
+# products (activations rounded to f16) add to that: 0.079 measured.
+REAL_F16_LOGITS = 0.15
+# q8_0 rounds every weight to 8 bits per block of 32 and llama.cpp quantises the activations to 8 bits for its q8_0
+# dot products: 0.05-0.13 measured on the tiny models; 3.9 on SmolLM2 (whose q8_0 weights alone move transformers'
+# logits by 1.3; 94% of the argmax tokens agree).
+Q8_0_LOGITS = {"tiny": 0.25, "real": 6.0}
+Q8_0_ARGMAX = {"tiny": 0.9, "real": 0.85}
 GREEDY = 32
+GGML_TYPE_F32 = 0
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,7 +91,8 @@ def domain_texts() -> list[str]:
 def load(path: Path, vocab_only: bool = False):
     import llama_cpp
     return llama_cpp.Llama(model_path=str(path), n_ctx=512, logits_all=not vocab_only, vocab_only=vocab_only,
-                           n_threads=2, n_batch=512, verbose=False, seed=0)
+                           n_threads=2, n_batch=512, verbose=False, seed=0, flash_attn=False,
+                           type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32)
 
 
 def llama_cpp_ids(llm, text: str) -> list[int]:
@@ -106,38 +123,79 @@ def hf_greedy(model, ids: list[int], stop: set[int], n: int = GREEDY) -> list[in
     return out[0, len(ids):].tolist()
 
 
-def check_with_llama_cpp(folder: Path, model, tok, out: Path, texts: list[str], prompt: str) -> dict:
-    """Export f16 and q8_0, then compare llama.cpp with transformers; returns the measured differences."""
+def common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def llama_cpp_q8_0(f32: Path, out: Path) -> Path:
+    """llama.cpp's own quantiser (llama_model_quantize, as its llama-quantize tool) making q8_0 of an f32 file."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
+    assert llama_cpp.llama_model_quantize(str(f32).encode(), str(out).encode(), params) == 0
+    return out
+
+
+def tensor_bytes(path: Path) -> dict:
+    import gguf
+
+    return {t.name: (t.tensor_type.name, np.asarray(t.data).tobytes()) for t in gguf.GGUFReader(str(path)).tensors}
+
+
+def check_with_llama_cpp(folder: Path, model, tok, out: Path, texts: list[str], prompt: str, kind: str) -> dict:
+    """Export f32, f16 and q8_0, then compare llama.cpp with transformers (module docstring); returns the figures."""
     from yunshan.hub.gguf import stop_ids_of
 
     model = model.float().eval()
     stop = set(stop_ids_of(folder))
-    measured = {}
-    for quant in ("f16", "q8_0"):
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        want = model(torch.tensor([ids])).logits[0].numpy()
+    hf_tokens = hf_greedy(model, ids, stop)
+    measured = {"texts": len(texts), "prompt_tokens": len(ids), "logit_range": [float(want.min()), float(want.max())]}
+    for quant in ("f32", "f16", "q8_0"):
         export_model(folder, out / quant, gguf=True, quant=quant, name="m")
         path = the_gguf(out / quant)
+        if quant == "q8_0":  # the same bytes as llama.cpp's quantiser gives
+            ours, theirs = tensor_bytes(path), tensor_bytes(llama_cpp_q8_0(the_gguf(out / "f32"), out / "ref.gguf"))
+            assert ours.keys() == theirs.keys()
+            assert [n for n in ours if ours[n] != theirs[n]] == []
         llm = load(path)
-        if quant == "f16":
+        if quant == "f32":
+            tokens = 0
             for text in texts:  # token ids: llama.cpp's tokenizer over the file's metadata vs the HF tokenizer
-                assert llama_cpp_ids(llm, text) == tok(text, add_special_tokens=False)["input_ids"], text[:60]
+                hf_ids = tok(text, add_special_tokens=False)["input_ids"]
+                assert llama_cpp_ids(llm, text) == hf_ids, text[:60]
+                tokens += len(hf_ids)
+            measured["tokens_compared"] = tokens
             # BOS (and EOS) added exactly when the HF tokenizer adds them
             assert llm.tokenize("银行 x".encode(), add_bos=True, special=True) == tok("银行 x")["input_ids"]
-        ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        with torch.no_grad():
-            want = model(torch.tensor([ids])).logits[0].numpy()
-        got = llama_cpp_logits(llm, ids)
-        measured[quant] = float(np.abs(got[:, : want.shape[1]] - want).max())
-        bound = F16_LOGITS if quant == "f16" else Q8_0_LOGITS
-        assert measured[quant] <= bound, (quant, measured[quant])
+        got = llama_cpp_logits(llm, ids)[:, : want.shape[1]]
+        generated = llama_cpp_greedy(llm, ids, stop)
+        llm.close()
+        measured[quant] = {"max_abs": float(np.abs(got - want).max()),
+                           "argmax_agree": float((got.argmax(1) == want.argmax(1)).mean()),
+                           "greedy_prefix": common_prefix(generated, hf_tokens), "greedy_len": len(hf_tokens)}
+        print(kind, quant, measured[quant], flush=True)
+        if quant == "f32":
+            assert measured[quant]["max_abs"] <= F32_LOGITS
+        elif quant == "f16":
+            assert measured[quant]["max_abs"] <= (REAL_F16_LOGITS if kind == "real" else F16_LOGITS)
+        else:
+            assert measured[quant]["max_abs"] <= Q8_0_LOGITS[kind]
+            assert measured[quant]["argmax_agree"] >= Q8_0_ARGMAX[kind]
+        if quant != "q8_0":
+            assert generated == hf_tokens and (len(hf_tokens) == GREEDY or hf_tokens[-1] in stop)
         if quant == "f16":
-            assert llama_cpp_greedy(llm, ids, stop) == hf_greedy(model, ids, stop)
             back, back_tok = imported(path, out / "imported")
-            for name, weight in model.state_dict().items():
-                assert torch.equal(back.state_dict()[name], weight.half().float()), name
+            for name, weight in model.state_dict().items():  # 2-D weights rounded to f16, norms kept in f32
+                expected = weight if weight.dim() == 1 else weight.half().float()
+                assert torch.equal(back.state_dict()[name], expected), name
             for text in texts:
                 assert back_tok(text, add_special_tokens=False)["input_ids"] == tok(text, add_special_tokens=False)[
                     "input_ids"], text[:60]
-        llm.close()
+            del back
     return measured
 
 
@@ -152,8 +210,8 @@ def test_a_tiny_model_in_llama_cpp(tmp_path, kind):
                 p.mul_(0.2)
     model.save_pretrained(tmp_path / "model")
     measured = check_with_llama_cpp(tmp_path / "model", model, tok, tmp_path / "out", domain_texts(),
-                                    "根据刑法第二百六十四条，盗窃公私财物，数额较大的，The answer is B. 2023年")
-    print(kind, measured)
+                                    "根据刑法第二百六十四条，盗窃公私财物，数额较大的，The answer is B. 2023年", "tiny")
+    print(kind, json.dumps(measured))
 
 
 def _real_model() -> Path:
@@ -199,5 +257,25 @@ def test_smollm2_with_5000_new_tokens_in_llama_cpp(tmp_path, smollm2_extended):
     assert used > 200  # the texts go through the new tokens
     prompt = tok.apply_chat_template([{"role": "user", "content": "根据《民法典》，借款合同的利率有什么限制？请简要回答。"}],
                                      tokenize=False, add_generation_prompt=True)
-    measured = check_with_llama_cpp(folder, model, tok, tmp_path / "out", texts, prompt)
-    print("smollm2+5000", measured)
+    measured = check_with_llama_cpp(folder, model, tok, tmp_path / "out", texts, prompt, "real")
+    measured.update(new_tokens=len(tok) - base_size, new_token_uses=used)
+    print("smollm2+5000", json.dumps(measured))
+
+
+def test_a_k_quant_is_made_by_llama_cpps_quantiser(tmp_path):
+    """--quant q4_k_m: an f16 file quantised by llama.cpp's llama_model_quantize (types it falls back to where rows
+    are no multiple of 256, as here), recorded as Q4_K_M, read by llama.cpp with the same token ids."""
+    import gguf
+
+    tok = byte_bpe(tmp_path / "tok", "smollm")
+    tiny_llama(tmp_path / "model", tok, tied=True)
+    result = export_model(tmp_path / "model", tmp_path / "out", gguf=True, quant="q4_k_m", name="kq")
+    path = the_gguf(tmp_path / "out")
+    assert path.name == "kq-Q4_K_M.gguf" and result["gguf"]["quant"] == "q4_k_m"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".gguf") == [path.name]  # no f16 left
+    reader = gguf.GGUFReader(str(path))
+    assert reader.fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q4_K_M
+    llm = load(path)
+    for text in PROBES:
+        assert llama_cpp_ids(llm, text) == tok(text, add_special_tokens=False)["input_ids"], text
+    llm.close()
