@@ -21,8 +21,8 @@ in this process, one after the other (their order alternates between configurati
   and answers trimmed (FinEval writes one as "D ").
 
 Compared question by question: the prompt string (lm-eval's request context) and continuations, the gold letter,
-the four log-likelihoods (|d| <= 1e-4) and the predicted letter (first maximum, as both take it). Wall time is the
-scoring call of each tool (lm-eval's dataset loading is done before its clock starts; yunshan's reading of the CSV
+the four log-likelihoods (|d| <= 1e-4) and the predicted letter (first maximum, as both take it). Wall time and CPU
+time (the process's, all threads: what other sessions' load inflates least) are the scoring call of each tool (lm-eval's dataset loading is done before its clock starts; yunshan's reading of the CSV
 files is inside its own). Prints a table, writes benchmarks/results/eval_agreement.json, exits 1 on any
 disagreement.
 """
@@ -123,17 +123,17 @@ def run_lm_eval(hflm, configs: list[dict], shots: int, limit: int | None) -> tup
         task.set_config(key="num_fewshot", value=shots)
         task.set_fewshot_seed(seed=0)
         tasks[config["task"]] = task
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     out = evaluate(lm=hflm, task_dict={"tasks": tasks, "groups": {}, "group_map": {}}, limit=limit,
                    log_samples=True, bootstrap_iters=0, verbosity="ERROR")
-    seconds = time.perf_counter() - started
-    return {name: sorted(out["samples"][name], key=lambda s: s["doc_id"]) for name in tasks}, seconds
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {name: sorted(out["samples"][name], key=lambda s: s["doc_id"]) for name in tasks}, (seconds, cpu)
 
 
 def run_yunshan(lm, bench: str, folder: Path, shots: int, limit: int | None, style: str, batch_size: int):
     from yunshan.eval import ceval, cmmlu
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with lm.compute():
         if bench == "cmmlu":
             result = cmmlu.run_cmmlu(lm, folder, "test", shots, limit, prompt_style="cmmlu" if style == "benchmark"
@@ -141,7 +141,7 @@ def run_yunshan(lm, bench: str, folder: Path, shots: int, limit: int | None, sty
         else:
             result = ceval.run_ceval(lm, folder, "val", shots, limit, prompt_style="ceval" if style == "benchmark"
                                      else "lm-eval", batch_size=batch_size)
-    return result, time.perf_counter() - started
+    return result, (time.perf_counter() - started, time.process_time() - cpu)
 
 
 def prompts_of(bench: str, folder: Path, shots: int, limit: int | None, style: str) -> dict[str, list[str]]:
@@ -262,24 +262,30 @@ def main() -> int:
                         failed |= not ok
                         run = {"model": name, "tokenizer_adds_bos": adds_bos, "benchmark": bench, "shots": shots,
                                "style": style, "subjects": subjects, "limit": limit, **cmp,
-                               "yunshan_seconds": round(t_ours, 2), "lm_eval_seconds": round(t_theirs, 2),
-                               "ratio": round(t_ours / t_theirs, 3), "load_average": [load_before, load_average()],
+                               "yunshan_seconds": round(t_ours[0], 2), "lm_eval_seconds": round(t_theirs[0], 2),
+                               "ratio": round(t_ours[0] / t_theirs[0], 3),
+                               "yunshan_cpu_seconds": round(t_ours[1], 2), "lm_eval_cpu_seconds": round(t_theirs[1], 2),
+                               "cpu_ratio": round(t_ours[1] / t_theirs[1], 3),
+                               "load_average": [load_before, load_average()],
                                "accuracy_yunshan": ours["overall"], "agrees": ok}
                         report["runs"].append(run)
                         rows.append(run)
                         print(f"{name} {bench} {shots}-shot {style}: letters {cmp['letters_equal']}/{cmp['questions']}"
                               f", prompts {cmp['prompts_equal']}/{cmp['questions']}, max |d loglik| "
-                              f"{cmp['max_abs_loglik_diff']:.2e}, yunshan {t_ours:.1f} s, lm-eval {t_theirs:.1f} s "
-                              f"({t_ours / t_theirs:.2f}x), load {load_before}", flush=True)
+                              f"{cmp['max_abs_loglik_diff']:.2e}, yunshan {t_ours[0]:.1f} s ({t_ours[1]:.1f} CPU s), "
+                              f"lm-eval {t_theirs[0]:.1f} s ({t_theirs[1]:.1f} CPU s): "
+                              f"{t_ours[0] / t_theirs[0]:.2f}x wall, {t_ours[1] / t_theirs[1]:.2f}x CPU, "
+                              f"load {load_before}", flush=True)
             del lm, hflm
     print("\n| model | tokenizer adds BOS | benchmark | shots | prompt | questions | same letter | max abs d loglik "
-          "| yunshan s | lm-eval s | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| yunshan s | lm-eval s | ratio | yunshan CPU s | lm-eval CPU s | CPU ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {'yes' if r['tokenizer_adds_bos'] else 'no'} | {r['benchmark']} | {r['shots']} | "
               f"{r['style']} | {r['questions']} | {r['letters_equal']}/{r['questions']} | "
               f"{r['max_abs_loglik_diff']:.1e} | {r['yunshan_seconds']:.1f} | {r['lm_eval_seconds']:.1f} | "
-              f"{r['ratio']:.2f} |")
+              f"{r['ratio']:.2f} | {r['yunshan_cpu_seconds']:.1f} | {r['lm_eval_cpu_seconds']:.1f} | "
+              f"{r['cpu_ratio']:.2f} |")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")
