@@ -85,13 +85,17 @@ def sft_bits_per_char(lm, conversations) -> dict:
     return {"bpc": nll / math.log(2) / chars, "loss_per_token": nll / tokens, "tokens": tokens, "chars": chars}
 
 
-def score(path: str, conversations, max_chars: int) -> dict:
+def score(path: str, conversations, max_chars: int, tokenizer: str | None = None) -> dict:
     from yunshan.eval.bpc import run_bpc
     from yunshan.eval.loading import load_model
     from yunshan.samples import sample_data_dir
 
     held = sample_data_dir() / "heldout"
     lm = load_model(path, dtype="auto", hash_weights=False)
+    if tokenizer:  # the shared vocabulary only: the extension appends its tokens, so the base ids are unchanged
+        from transformers import AutoTokenizer
+
+        lm.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
     started = time.perf_counter()
     bpc = run_bpc(lm, {name: held / f"{name}.txt" for name in ("general", "finance", "legal")}, max_length=1024,
                   stride=1024, max_chars=max_chars)["files"]
@@ -145,6 +149,8 @@ def main() -> int:
     parser.add_argument("--per-source", type=int, default=20, help="conversations of each chat source scored")
     parser.add_argument("--max-chars", type=int, default=6000, help="characters of each held-out text scored")
     parser.add_argument("--keep", action="store_true", help="keep the merged models (each ~0.5 GB)")
+    parser.add_argument("--tokenizer", help="score every model with this tokenizer (the instruct model's: the shared "
+                        "vocabulary only, which separates forgetting in the body from the new rows' cost)")
     parser.add_argument("--table", metavar="JSON", help="print the table of an earlier run's JSON and stop")
     args = parser.parse_args()
     if args.table:
@@ -154,8 +160,8 @@ def main() -> int:
     from yunshan.models.merge import MergeArgs, merge_models
 
     conversations = sft_conversations(args.per_source)
-    rows = {"instruct": score(args.instruct, conversations, args.max_chars),
-            "cpt": score(args.cpt, conversations, args.max_chars)}
+    rows = {"instruct": score(args.instruct, conversations, args.max_chars, args.tokenizer),
+            "cpt": score(args.cpt, conversations, args.max_chars, args.tokenizer)}
     for name in ("instruct", "cpt"):
         print(json.dumps({name: rows[name]}), flush=True)
     root = Path(args.out)
@@ -166,16 +172,17 @@ def main() -> int:
         started = time.perf_counter()
         merge_models(MergeArgs(model=args.cpt, instruct=args.instruct, out=str(out), **MERGES[name]))
         seconds = time.perf_counter() - started
-        rows[name] = {**score(str(out), conversations, args.max_chars), "merge_seconds": seconds,
+        rows[name] = {**score(str(out), conversations, args.max_chars, args.tokenizer), "merge_seconds": seconds,
                       "settings": MERGES[name]}
         print(json.dumps({name: rows[name]}), flush=True)
         if not args.keep:
             shutil.rmtree(out)
     print_table(rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "merge_back.json"
+    path = RESULTS / ("merge_back_shared_vocabulary.json" if args.tokenizer else "merge_back.json")
     path.write_text(json.dumps({"cpt": args.cpt, "instruct": args.instruct, "keep_domain_gain": KEEP_DOMAIN_GAIN,
-                                "per_source": args.per_source, "max_chars": args.max_chars, "rows": rows},
+                                "per_source": args.per_source, "max_chars": args.max_chars, "tokenizer": args.tokenizer,
+                                "rows": rows},
                                indent=1) + "\n")
     print(f"\nwrote {path}")
     return 0
