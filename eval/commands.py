@@ -136,12 +136,7 @@ def _parse_tasks(args: EvalArgs) -> list[tuple[str, object, Path | None]]:
 
 def run_eval(args: EvalArgs) -> dict:
     """Run every task on every model; returns the report (and writes it under args.out)."""
-    from yunshan import __version__
-    from yunshan.artifacts import EvalResults
-
-    from .loading import load_model, load_tokenizer_only
-    from .report import task_table, write_report
-    from .tasks import headline_metrics, module_of
+    from .tasks import module_of
 
     tasks = _parse_tasks(args)
     for _, _, path in tasks:
@@ -159,6 +154,22 @@ def run_eval(args: EvalArgs) -> dict:
 
     # Before any scoring: a folder that cannot be written would otherwise fail only at the end.
     out = check_output_folder(args.out, "--out")
+    from yunshan.folder_lock import folder_lock
+
+    # A second evaluation writing the same --out stops here, before anything is scored or written.
+    with folder_lock(out, "--out"):
+        return _evaluate(args, tasks, out)
+
+
+def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
+    """Score every task on every model and write the report into `out` (run_eval holds its lock)."""
+    from yunshan import __version__
+    from yunshan.artifacts import EvalResults
+
+    from .loading import load_model, load_tokenizer_only
+    from .report import task_table, write_report
+    from .tasks import headline_metrics, module_of
+
     partial = out / PARTIAL_FILE
     report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
                     "models": {}, "tasks": {}}

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
+from .base import COPIED_FILES, FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable
 from .continued_bpe import LearnedStep, Pieces, learn_continued_bpe
 from .conventions import detect_conventions
@@ -178,8 +178,9 @@ def _check_replaceable(out: Path, args: ExtendArgs) -> None:
             raise ValueError(f"--out {out} holds {what} {path}: replacing --out would delete it; choose another --out")
     from yunshan.folders import check_replaceable
 
-    # An older report without its list of files: only plain files at the top are taken as the extension's own.
-    check_replaceable(out, REPORT_FILE, "yunshan tokenizer extend", "--out", fallback=lambda name: "/" not in name)
+    # An older report without its list of files: only the names an extension writes, at the top of the folder.
+    check_replaceable(out, REPORT_FILE, "yunshan tokenizer extend", "--out",
+                      fallback=("tokenizer.json", "tokenizer.model", *COPIED_FILES, REPORT_FILE))
 
 
 def _help(name: str) -> str:
@@ -371,7 +372,17 @@ def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
 
 def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     """Run the extension and write `args.out`; returns the report also saved as yunshan_tokenizer_extension.json."""
+    from yunshan.folder_lock import folder_lock
+
     _check_args(args)
+    # Another extension writing the same --out stops here (yunshan.folder_lock); --out is checked again under the
+    # lock, as it may have changed before the lock was taken.
+    with folder_lock(args.out, "--out", log):
+        _check_args(args)
+        return _extend(args, log)
+
+
+def _extend(args: ExtendArgs, log) -> dict:
     started = time.perf_counter()
     from yunshan.data.files import sha256_file
     from yunshan.hub_download import resolve_pretrained

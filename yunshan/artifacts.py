@@ -9,6 +9,7 @@
 |---|---|---|---|
 | run.json | RunManifest (a list of StageRecord) | `yunshan run` | the model card, `yunshan export` |
 | data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
+| yunshan_complete.json | FinalOutputs (the marker of a finished run folder: kind, step, files) | `yunshan cpt`, `yunshan sft` (last) | reruns, `yunshan export` |
 | results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
 | decontamination.json | DecontaminationReport (eval sets by contamination category, boilerplate, sources) | `yunshan data decontaminate` | the pipeline, the card |
 | report.json (tokenizer stage) | TokenizerReport (the extension's report, compression before and after) | `yunshan run` | the pipeline report, the card |
@@ -200,6 +201,91 @@ class DataReport(_JsonFile):
 
 
 # ---------------------------------------------------------------- the tokenizer stage
+
+
+@dataclass
+class FinalOutputs(_JsonFile):
+    """yunshan_complete.json: the one marker of a finished `yunshan cpt` / `yunshan sft` run folder. The final save
+    writes it last, after the weights, tokenizer, recipe and reports (the files and their sizes listed here, each
+    fsynced first), and a run that goes on to change the folder (a rerun, a longer run, a start over) removes it
+    before anything else. So a folder holding it is exactly one finished run, and a folder without it is a run in
+    progress, killed or failed: `yunshan export` refuses it and a rerun finishes it."""
+
+    kind: str  # "cpt" or "sft"
+    step: int  # the optimizer steps the saved model was trained for
+    files: dict[str, int]  # every file of the final outputs (relative path) -> its size in bytes
+    finished: str = ""
+
+    FILE = "yunshan_complete.json"
+    # Folders of a run folder that are not its final outputs: checkpoints and the trackers' logs.
+    NOT_OUTPUTS = ("checkpoints", "tensorboard")
+
+    def to_json(self) -> dict:
+        return _plain(self)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "final outputs") -> FinalOutputs:
+        marker = _build(cls, data, where)
+        if not isinstance(marker.files, dict) or not isinstance(marker.step, int):
+            raise ValueError(f"{where}: fields 'files' (a mapping) and 'step' (a number) are required")
+        return marker
+
+    @classmethod
+    def of(cls, folder: str | Path, kind: str, step: int) -> FinalOutputs:
+        """The marker for what `folder` holds now: every file but the checkpoints, the trackers' logs and hidden
+        leftovers (a lock, a temporary file)."""
+        import time
+
+        folder = Path(folder)
+        files = {}
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if rel.parts[0] in cls.NOT_OUTPUTS or any(part.startswith(".") for part in rel.parts) or (
+                    rel.as_posix() == cls.FILE) or not path.is_file():
+                continue
+            files[rel.as_posix()] = path.stat().st_size
+        return cls(kind=kind, step=step, files=files, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    def write(self, folder: str | Path) -> Path:
+        """Flush every listed file to disk, then write the marker (fsynced): after a crash of the machine too, a
+        marker never vouches for a file still in the page cache."""
+        folder = Path(folder)
+        for name in self.files:
+            _fsync(folder / name)
+        path = super().write(folder)
+        _fsync(path)
+        _fsync(folder)
+        return path
+
+    def problems(self, folder: str | Path) -> list[str]:
+        """The listed weight files (safetensors and their index) that are missing or changed size since the final
+        save. Other files may be edited by hand (a comment in recipe.yaml, code files removed from a model folder)."""
+        out = []
+        for name, size in self.files.items():
+            if not name.endswith((".safetensors", ".safetensors.index.json")):
+                continue
+            path = Path(folder) / name
+            if not path.is_file():
+                out.append(f"{name} is missing")
+            elif path.stat().st_size != size:
+                out.append(f"{name} has {path.stat().st_size} bytes, not the {size} the final save wrote")
+        return out
+
+    @classmethod
+    def remove(cls, folder: str | Path) -> None:
+        """Unmark the folder (fsynced) before a run changes any of its outputs."""
+        path = Path(folder) / cls.FILE
+        if path.exists():
+            path.unlink()
+            _fsync(Path(folder))
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass

@@ -238,8 +238,16 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
 
         recipe = load_recipe(PipelineRecipe, args.config)
         a, cpt_sources, sft_sources = decontamination_plan(recipe, a)
-        report, shown = run_decontamination(a, cpt_sources, sft_sources)
     else:
-        report, shown = run_decontamination(a, clean=a.drop)
+        cpt_sources = sft_sources = None
+    from yunshan.folder_lock import folder_lock
+    from yunshan.folders import check_output_folder
+
+    # A second decontamination writing the same --out stops here, before anything is read or written.
+    with folder_lock(check_output_folder(a.out, "--out"), "--out"):
+        if args.config:
+            report, shown = run_decontamination(a, cpt_sources, sft_sources)
+        else:
+            report, shown = run_decontamination(a, clean=a.drop)
     print(render_decontamination(report, shown, a.out))
     return 0

@@ -23,12 +23,11 @@ destination is at every moment the old folder or the new one, and a failed swap 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import secrets
 import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 # The JSON files transformers reads from a model or tokenizer folder (a damaged one is named with its line).
@@ -68,26 +67,37 @@ def check_model_folder(path: str | os.PathLike, what: str) -> Path:
     return folder
 
 
-def check_replaceable(out: Path, report: str, tool: str, flag: str,
-                      fallback: Callable[[str], bool] | None = None) -> None:
+def check_replaceable(out: Path, report: str, tool: str, flag: str, fallback: tuple[str, ...] = ()) -> None:
     """--overwrite replaces only a folder an earlier run of `tool` wrote: `report` in it lists the files that run
-    wrote (its "files"), and every file below `out` is one of them (a folder counts by its files). When the report
-    cannot be read, `fallback(name)` says which files are the tool's own (None: such a folder is refused). Raises
-    ValueError in one line naming `flag`; reads only, so a refused folder is left as it was."""
+    wrote (its "files"), and every file below `out` is one of them (a folder counts by its files). A report written
+    by an older yunshan, without that list, is read with `fallback`: the fnmatch patterns of the names the tool
+    writes, which match files at the top of `out` only (a pattern never reaches into a subfolder; without patterns
+    such a folder is refused). A report that cannot be read is refused, never guessed at. Raises ValueError in one
+    line naming `flag`; reads only, so a refused folder is left as it was."""
+    import fnmatch
+
     marker = out / report
     if not marker.is_file():
         raise ValueError(f"{flag} {out} is not a folder written by {tool} (no {report}); --overwrite replaces only "
                          f"such a folder, never other files: choose another {flag}")
+    way_out = f"remove the folder yourself or choose another {flag}"
     try:
-        written = json.loads(marker.read_text(encoding="utf-8"))["files"]
-        if not isinstance(written, list):
-            raise TypeError(f"'files' is {type(written).__name__}, not a list")
-        own = set(written).__contains__
-    except (ValueError, KeyError, TypeError) as err:
-        if fallback is None:
-            raise ValueError(f"{marker}: not a report of {tool} ({err}); remove the folder yourself or choose "
-                             f"another {flag}") from None
-        own = fallback
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:  # not UTF-8, not JSON, unreadable: damaged, so nothing in it is trusted
+        raise ValueError(f"{marker}: not a readable report of {tool} ({' '.join(str(err).split())}); --overwrite "
+                         f"cannot tell its files from yours: {way_out}") from None
+    if not isinstance(data, dict) or ("files" in data and not (
+            isinstance(data["files"], list) and all(isinstance(name, str) for name in data["files"]))):
+        raise ValueError(f"{marker}: not a report of {tool} (expected a JSON object whose 'files' is a list of "
+                         f"names); --overwrite cannot tell its files from yours: {way_out}")
+    if "files" in data:
+        own = set(data["files"]).__contains__
+    elif fallback:
+        def own(name: str) -> bool:
+            return "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in fallback)
+    else:
+        raise ValueError(f"{marker}: an older report of {tool} without its list of files; --overwrite cannot tell "
+                         f"its files from yours: {way_out}")
     for path in sorted(out.rglob("*")):
         name = path.relative_to(out).as_posix()
         if name != report and (path.is_file() or path.is_symlink()) and not own(name):
@@ -97,14 +107,14 @@ def check_replaceable(out: Path, report: str, tool: str, flag: str,
 
 def replace_folder(new: str | os.PathLike, out: str | os.PathLike) -> None:
     """Put the folder `new` at `out`, replacing whatever is there, by renames within `out`'s parent folder (`new`
-    must be in it too: one filesystem, so every rename is atomic). An existing `out` is first renamed aside and
-    removed only once `new` is in its place; if that rename fails, the old `out` is renamed back (rolled back) and
-    the error raised, `new` left where it was for the caller to remove."""
+    must be in it too: one filesystem, so every rename is atomic). An existing `out` is first renamed aside
+    (`.NAME.old-PID-RANDOM`) and removed only once `new` is in its place; if that rename fails, the old `out` is
+    renamed back (rolled back) and the error raised, `new` left where it was for the caller to remove. A process
+    killed between the two renames leaves the old folder aside, and `staged_folder` puts it back next time."""
     new, out = Path(new), Path(out)
     old = None
     if out.exists() or out.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.rmdir(old)  # only the unique name is wanted: `out` is renamed to it
+        old = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
         os.rename(out, old)
     try:
         os.rename(new, out)
@@ -123,8 +133,14 @@ def replace_folder(new: str | os.PathLike, out: str | os.PathLike) -> None:
 def staged_folder(out: str | os.PathLike):
     """A fresh hidden folder beside `out` (`.NAME.partial-PID-RANDOM`) to write a whole output into. Leaving the block
     without an error puts it at `out` (replace_folder); an error removes it and leaves `out` as it was. The folder is
-    made with the mode any folder the user makes gets (not mkdtemp's private 0700), in the same filesystem as `out`."""
+    made with the mode any folder the user makes gets (not mkdtemp's private 0700), in the same filesystem as `out`.
+
+    A symbolic link at `out` is written through: the folder it points to is replaced and the link kept, so the link
+    still names the output (renaming the link aside would leave its target with the old contents). Callers hold
+    `out`'s lock (yunshan.folder_lock), which has cleaned what killed earlier runs left beside it."""
     out = Path(out)
+    if out.is_symlink():
+        out = Path(os.path.realpath(out))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
@@ -134,6 +150,42 @@ def staged_folder(out: str | os.PathLike):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_leftovers(out: str | os.PathLike) -> list[Path]:
+    """Remove what killed runs of staged_folder / replace_folder left beside `out`: half-written
+    `.NAME.partial-PID-*` folders, and `.NAME.old-PID-*` folders renamed aside. When `out` itself is missing (killed
+    between replace_folder's two renames) the newest old folder is first renamed back to `out`, so a kill never
+    costs the previous output. A leftover whose process still runs on this machine is kept. Returns what was
+    removed. yunshan.folder_lock calls it for every folder it locks."""
+    out = Path(out)
+    removed = []
+    leftovers = []
+    for kind in ("partial", "old"):
+        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
+            pid = path.name[len(out.name) + len(kind) + 3:].split("-", 1)[0]
+            if not (pid.isdigit() and int(pid) != os.getpid() and _running(int(pid))):
+                leftovers.append((kind, path))
+    olds = sorted((p for kind, p in leftovers if kind == "old"), key=lambda p: p.lstat().st_mtime)
+    if olds and not (out.exists() or out.is_symlink()):
+        os.rename(olds.pop(), out)
+    for path in [p for kind, p in leftovers if kind == "partial"] + olds:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def check_json_files(folder: str | os.PathLike) -> None:

@@ -305,3 +305,52 @@ def test_cli(run_dir, tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "f").exists()
+
+
+def test_a_symlinked_out_is_written_through(run_dir, tmp_path):
+    """Issue 27 item 5: --out that is a symbolic link to a folder: the export replaces the folder the link points to
+    and the link stays (before, the link was renamed aside and a real folder put in its place, the target keeping
+    the old export even with --overwrite)."""
+    real, link = tmp_path / "exports" / "v1", tmp_path / "current"
+    export_model(run_dir, real, license="mit")
+    link.symlink_to(real, target_is_directory=True)
+    export_model(run_dir, link, license="apache-2.0", overwrite=True)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert "license: apache-2.0" in (real / "README.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "exports"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["v1"]
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "exports" / "v2", target_is_directory=True)
+    export_model(run_dir, dangling, license="mit")  # a link to a folder still to be made: made there
+    assert dangling.is_symlink() and (tmp_path / "exports" / "v2" / "model.safetensors").is_file()
+
+
+def test_a_killed_export_leaves_nothing_for_the_next_one_to_trip_on(run_dir, tmp_path):
+    """Issue 27 item 6: an export SIGKILLed while it writes leaves its hidden .OUT.partial-PID-* folder; the next
+    export to that --out removes it. A kill between the two renames of the swap leaves the old export aside, and the
+    next export puts it back first."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "published"
+    proc = subprocess.Popen([sys.executable, "-m", "yunshan.cli", "export", str(run_dir), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not any((p / "model.safetensors").exists() for p in tmp_path.glob(".published.partial-*")):
+        assert proc.poll() is None and time.time() < deadline, "the export ended before it wrote its weights"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list(tmp_path.glob(".published.partial-*")) and not out.exists()
+    export_model(run_dir, out, license="mit")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["published"]
+    # Killed between the renames: --out renamed aside (by a process that no longer runs), the new one not in place.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out.rename(tmp_path / f".published.old-{dead.pid}-0a1b2c3d")
+    with pytest.raises(ValueError, match="already exists; pass --overwrite"):
+        export_model(run_dir, out, license="apache-2.0")
+    assert "license: mit" in (out / "README.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["published"]

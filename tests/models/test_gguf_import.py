@@ -219,3 +219,62 @@ def test_overwrite_replaces_only_an_earlier_import(tiny_gguf, tmp_path, capsys):
     assert main(["model", "import-gguf", str(path), str(out), "--overwrite"]) == 0
     assert (out / "model.safetensors").stat().st_mtime_ns != before
     capsys.readouterr()
+
+
+def test_overwrite_never_guesses_from_a_damaged_or_older_report(tiny_gguf, tmp_path, capsys):
+    """Issue 27 item 1: an import report without its list of files (an older yunshan) is read by exact names at
+    the top of OUT only, so a user's model_backup.safetensors, tokenizer_backup/notes.txt or models/a.safetensors
+    is refused, never deleted; a damaged report is refused outright."""
+    from yunshan.cli import main
+
+    path, _, _ = tiny_gguf
+    out = tmp_path / "model"
+    assert main(["model", "import-gguf", str(path), str(out)]) == 0
+    report = out / "yunshan_import.json"
+    older = {k: v for k, v in json.loads(report.read_text()).items() if k != "files"}
+    report.write_text(json.dumps(older))
+    capsys.readouterr()
+
+    def refused(expected):
+        assert main(["model", "import-gguf", str(path), str(out), "--overwrite"]) == 1
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and err.count("\n") == 1, err
+
+    for mine in ("model_backup.safetensors", "tokenizer_backup/notes.txt", "models/a.safetensors"):
+        (out / mine).parent.mkdir(parents=True, exist_ok=True)
+        (out / mine).write_text("mine")
+        refused(f"holds {mine}, which yunshan model import-gguf did not write")
+        assert (out / mine).read_text() == "mine"
+        (out / mine).unlink()
+    for damaged in ('{"files": ', "[1, 2]", '{"files": "model.safetensors"}', "\xff\xfe"):
+        report.write_bytes(damaged.encode("latin-1"))
+        (out / "notes.txt").write_text("mine")
+        refused("cannot tell its files from yours")
+        assert (out / "notes.txt").read_text() == "mine" and (out / "model.safetensors").is_file()
+        (out / "notes.txt").unlink()
+    # The older report over exactly the files an import writes: replaced.
+    report.write_text(json.dumps(older))
+    for empty in [p for p in sorted(out.rglob("*"), reverse=True) if p.is_dir()]:
+        empty.rmdir()
+    assert main(["model", "import-gguf", str(path), str(out), "--overwrite"]) == 0
+    assert "files" in json.loads(report.read_text())
+    capsys.readouterr()
+
+
+def test_a_symlinked_out_is_written_through(tiny_gguf, tmp_path, capsys):
+    """Issue 27 item 5: OUT that is a symbolic link to an earlier import: --overwrite replaces the folder it points
+    to and keeps the link (before, the link was renamed aside and replaced by a real folder)."""
+    from yunshan.cli import main
+
+    path, _, _ = tiny_gguf
+    real, link = tmp_path / "models" / "smol-v1", tmp_path / "smol"
+    assert main(["model", "import-gguf", str(path), str(real)]) == 0
+    link.symlink_to(real, target_is_directory=True)
+    first = json.loads((real / "yunshan_import.json").read_text())
+    (real / "yunshan_import.json").write_text(json.dumps({**first, "notes": ["the earlier import"]}))
+    assert main(["model", "import-gguf", str(path), str(link), "--overwrite"]) == 0
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert json.loads((real / "yunshan_import.json").read_text())["notes"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models", "smol"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["smol-v1"]
+    capsys.readouterr()

@@ -600,3 +600,46 @@ def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(set
     assert report["tokens_trained"] == 6 * 4 * 64
     log = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if r.get("event") == "resume"] == [2]
+
+
+def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup, tmp_path):
+    """Issue 27 item 4: a finished 2-step run rerun with max_steps 4 and SIGKILLed once checkpoint-4 is complete,
+    that is during its final save. The folder then holds no final marker (the rerun removed it before changing
+    anything), so `yunshan export` refuses it in one line; the next run finishes from checkpoint-4, removes what the
+    killed save left (safetensors' .tmp files) and writes the marker last, and the export goes through."""
+    from yunshan.artifacts import FinalOutputs
+
+    out = tmp_path / "run"
+    data = recipe_dict(setup, out, max_steps=2, save_steps=2)
+    data["monitor"] = {"every_steps": 0}
+    path = write_recipe(tmp_path / "run.yaml", data)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], check=True, env=env, capture_output=True)
+    assert json.loads((out / FinalOutputs.FILE).read_text())["step"] == 2
+    longer = YUNSHAN + ["cpt", "--config", str(path), "training.max_steps=4"]
+    proc = subprocess.Popen(longer, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (out / "checkpoints/checkpoint-4/COMPLETE").exists():
+        assert proc.poll() is None and time.time() < deadline, "the rerun ended before its last checkpoint"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / FinalOutputs.FILE).exists()
+    assert yaml.safe_load((out / "recipe.yaml").read_text())["training"]["max_steps"] == 4
+    (out / ".tmpa1B2c3").write_bytes(b"\0" * 4096)  # what safetensors leaves when killed mid-file
+    export = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
+                            capture_output=True, text=True)
+    assert export.returncode == 1 and export.stderr.count("\n") == 1, export.stderr
+    assert "final save did not complete" in export.stderr and "run the same `yunshan cpt`" in export.stderr
+    assert not (tmp_path / "export").exists()
+    finished = subprocess.run(longer, env=env, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "finishing from the last step's checkpoint" in finished.stdout
+    marker = json.loads((out / FinalOutputs.FILE).read_text())
+    assert marker["step"] == 4 and "model.safetensors" in marker["files"] and "recipe.yaml" in marker["files"]
+    assert not list(out.glob(".tmp*"))
+    assert _weights_equal(out / "checkpoints/checkpoint-4/model.safetensors", out / "model.safetensors")
+    assert json.loads((out / "data_report.json").read_text())["steps"] == 4
+    again = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]

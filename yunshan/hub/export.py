@@ -272,10 +272,35 @@ def write_adapter(adapter_dir: Path, out: Path, base_model: str | None) -> dict:
 
 # ---------------------------------------------------------------- the export
 
+# What `yunshan cpt` / `yunshan sft` leave in a run folder and a plain save_pretrained folder does not hold.
+RUN_FILES = ("recipe.yaml", "data_report.json", "checkpoints")
+
+
+def check_finished(model_dir: Path) -> None:
+    """A `yunshan cpt` / `yunshan sft` run folder is exported only under the marker its final save writes last
+    (yunshan.artifacts.FinalOutputs), with every file it lists as saved. A plain model folder (save_pretrained,
+    an import, an earlier export) holds none of RUN_FILES and is exported as it is."""
+    from yunshan.artifacts import FinalOutputs
+
+    if (model_dir / EXPORT_MARKER).is_file() or not any((model_dir / name).exists() for name in RUN_FILES):
+        return
+    finish = ("run the same `yunshan cpt` / `yunshan sft` command again to finish it (it continues from its last "
+              "checkpoint), then export. A model folder that was never a yunshan run exports as it is, but must not "
+              f"hold {', '.join(RUN_FILES)}: copy the model files to a folder of their own")
+    path = model_dir / FinalOutputs.FILE
+    if not path.is_file():
+        raise ValueError(f"{model_dir}: a yunshan training run whose final save did not complete (no {path.name}: "
+                         f"stopped, killed or failed before its end, so its weights, recipe and reports may not "
+                         f"belong together); {finish}")
+    problems = FinalOutputs.read(path).problems(model_dir)
+    if problems:
+        raise ValueError(f"{model_dir}: the run's final outputs changed after its final save ({'; '.join(problems)})"
+                         f"; {finish}")
+
 
 def check_out(out: Path, source: Path, model_dir: Path, overwrite: bool) -> None:
     """Refuse an --out the export may not write or replace (module docstring); nothing has been written yet."""
-    if out.is_file() or (out.is_symlink() and not out.is_dir()):
+    if out.is_file():  # (a link to a file too; a link to a folder, or to none yet, is written through)
         raise ValueError(f"--out {out} is a file; give the path of a folder to create (a previous export is replaced "
                          "with --overwrite)")
     target = out.resolve()
@@ -325,6 +350,8 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
         raise ValueError("--ollama writes a Modelfile for the GGUF file; add --gguf")
     out = Path(out)
     prov = collect_provenance(source, eval_files=eval, adapter=adapter)
+    if prov.run_dir is None:  # a `yunshan run` folder vouches for its stages by run.json (collect_provenance)
+        check_finished(prov.model_dir)
     if options.name is None and prov.run_dir is None:
         # A bare model folder is usually named by its stage (05_sft); the repo or the export folder says more.
         options.name = repo_id.split("/")[1] if repo_id else Path(out).name
@@ -340,9 +367,25 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
                              f"{'; '.join(problems)}. Export it without --as-llama{code}")
     check_out(out, Path(source), model_dir, overwrite)
-    from yunshan.folders import check_output_folder, staged_folder
+    from yunshan.folder_lock import folder_lock
+    from yunshan.folders import check_output_folder
 
     check_output_folder(out.parent, "--out")  # the export is written beside --out, then renamed into place
+    # Another export to the same --out stops here (yunshan.folder_lock); --out is checked again under the lock, as
+    # it may have changed while this one waited to take it.
+    with folder_lock(out, "--out"):
+        check_out(out, Path(source), model_dir, overwrite)
+        return _write_export(prov, out, model_dir, options, adapter=adapter, as_llama=as_llama,
+                             shard_bytes=shard_bytes, dtype=dtype, recipe=recipe, gguf=gguf, quant=quant,
+                             ollama=ollama, trust_remote_code=trust_remote_code)
+
+
+def _write_export(prov, out: Path, model_dir: Path, options: CardOptions, *, adapter: bool, as_llama: bool,
+                  shard_bytes: int, dtype: str | None, recipe: bool, gguf: bool, quant: str, ollama: bool,
+                  trust_remote_code: bool) -> dict:
+    """Write the export of `model_dir` into a folder beside `out` and swap it in (export_model holds the lock)."""
+    from yunshan.folders import staged_folder
+
     # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic), swapped in only when
     # everything below succeeded (yunshan.folders.replace_folder: a failed swap puts the old --out back).
     with staged_folder(out) as tmp:

@@ -104,11 +104,7 @@ def _drop_tokens_beyond(tokenizer_json: dict, rows: int) -> str | None:
 
 def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False, log=print) -> dict:
     """Write the GGUF model at `gguf_file` as a Hugging Face folder at `out`; returns the import report."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from yunshan.folders import check_output_folder, staged_folder
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.folders import check_output_folder
 
     src = Path(gguf_file)
     if not src.is_file():
@@ -116,6 +112,22 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     out = Path(out)
     check_out(out, src, overwrite)
     check_output_folder(out, "OUT")  # a path through a file, or a folder this user cannot write: before the load
+    from yunshan.folder_lock import folder_lock
+
+    # Another import writing the same OUT stops here (yunshan.folder_lock); OUT is checked again under the lock, as
+    # it may have changed before the lock was taken.
+    with folder_lock(out, "OUT", log):
+        check_out(out, src, overwrite)
+        return _import(src, out, log)
+
+
+def _import(src: Path, out: Path, log) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.folders import staged_folder
+    from yunshan.remote_code import refuse_remote_code
+
     started = time.perf_counter()
     meta = read_gguf_metadata(src)
     arch = meta.get("general.architecture")
@@ -185,10 +197,14 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     return report
 
 
-# What an import writes, for a report of an older yunshan that did not list its files (fnmatch patterns).
-IMPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model*.safetensors", "model.safetensors.index.json",
-                        "tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
-                        "vocab.json", "merges.txt", IMPORT_REPORT)
+# What an import writes, for a report of an older yunshan that did not list its files: fnmatch patterns of names at
+# the top of the folder (yunshan.folders.check_replaceable never lets them reach into a subfolder), as exact as the
+# names save_pretrained gives, so a user's model_backup.safetensors or tokenizer_notes.txt beside them is not taken.
+IMPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model.safetensors",
+                        "model-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].safetensors",
+                        "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                        "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "vocab.json",
+                        "merges.txt", IMPORT_REPORT)
 
 
 def check_out(out: Path, src: Path, overwrite: bool) -> None:
@@ -196,9 +212,7 @@ def check_out(out: Path, src: Path, overwrite: bool) -> None:
     holding the GGUF file; a non-empty folder without --overwrite; and with --overwrite anything but an earlier
     import (its IMPORT_REPORT lists the files it wrote) holding nothing else. So an import never deletes a user's
     files, the same rule as `yunshan export` and `yunshan tokenizer extend`."""
-    import fnmatch
-
-    if out.is_file() or (out.is_symlink() and not out.is_dir()):
+    if out.is_file():  # (a link to a file too; a link to a folder, or to none yet, is written through)
         raise ValueError(f"OUT {out} is a file; give the path of a folder to create (an earlier import is replaced "
                          "with --overwrite)")
     if src.resolve().is_relative_to(out.resolve()):
@@ -211,7 +225,7 @@ def check_out(out: Path, src: Path, overwrite: bool) -> None:
     from yunshan.folders import check_replaceable
 
     check_replaceable(out, IMPORT_REPORT, "yunshan model import-gguf", "OUT",
-                      fallback=lambda name: any(fnmatch.fnmatchcase(name, p) for p in IMPORT_FILE_PATTERNS))
+                      fallback=IMPORT_FILE_PATTERNS)
 
 
 def _transformers_pre_tokenizers() -> set[str]:

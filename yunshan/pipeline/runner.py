@@ -136,7 +136,16 @@ class PipelineRunner:
     def run(self, from_stage: str | None = None) -> RunManifest:
         """Run the stages in order. Under `accelerate launch` (several processes) the distributed stages run on
         every process and the others on the main one while the rest wait; only the main process writes the
-        manifest, markers and report."""
+        manifest, markers and report. A second `yunshan run` on the same folder stops before touching it
+        (yunshan.folder_lock; every process of one launch shares the lock), and each stage locks its own folder."""
+        from yunshan.folder_lock import folder_lock
+        from yunshan.folders import check_output_folder
+
+        check_output_folder(self.out, "output_dir")
+        with folder_lock(self.out, "output_dir"):
+            return self._run(from_stage)
+
+    def _run(self, from_stage: str | None) -> RunManifest:
         from yunshan.artifacts import write_recipe
 
         started = time.time()

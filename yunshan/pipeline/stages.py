@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +152,7 @@ def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
     """Stand-in base: a byte-level BPE tokenizer on general text, then a small PanGu-π pretrained on it."""
     from yunshan.data.files import resolve_paths
     from yunshan.tokenizer.train import train_bpe_tokenizer
+    from yunshan.training.checkpoints import remove_checkpoints
     from yunshan.training.cpt import run_cpt
 
     out = layout.folder("base")
@@ -161,7 +161,7 @@ def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
     summary = run_cpt(CptArgs(model=b.model, tokenizer=TokenizerArgs(path=str(tok_dir)), data=b.data,
                               training=dataclasses.replace(b.training, output_dir=str(out)),
                               monitor=MonitorArgs(every_steps=0)))
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    remove_checkpoints(out)
     (out / "STAND_IN_BASE.md").write_text(
         "This model is a stand-in for a downloaded base model: a small PanGu-π and byte-level BPE tokenizer "
         "trained by `yunshan run` on the bundled general sample text only, because this machine cannot "
@@ -243,6 +243,7 @@ def _run_name(layout: RunLayout, training, stage: str) -> str:
 
 
 def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
+    from yunshan.training.checkpoints import remove_checkpoints
     from yunshan.training.cpt import run_cpt
 
     out = layout.folder("cpt")
@@ -250,7 +251,7 @@ def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
         c, model=layout.trained_model(layout.base_model_dir()), tokenizer=layout.tokenizer_args(layout.tokenizer_dir()),
         data=dataclasses.replace(c.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(c.training, output_dir=str(out), run_name=_run_name(layout, c.training, "cpt"))))
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    remove_checkpoints(out)
     report = summary["data_report"]
     result = {"train_loss": summary["train_loss"], "steps": summary["steps"], "tokens": report.tokens_trained,
               "tokens_by_source": {n: s.tokens_trained for n, s in report.sources.items()},
@@ -264,6 +265,7 @@ def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
 
 
 def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
+    from yunshan.training.checkpoints import remove_checkpoints
     from yunshan.training.sft import run_sft
 
     out = layout.folder("sft")
@@ -276,7 +278,7 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
             tokenizer, base=previous if layout.enabled("cpt") else None),
         data=dataclasses.replace(s.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(s.training, output_dir=str(out), run_name=_run_name(layout, s.training, "sft"))))
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    remove_checkpoints(out)
     report = summary["data_report"]
     return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
             "precision": report.precision,
@@ -316,9 +318,12 @@ def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     from yunshan.eval.decontamination import render_decontamination
     from yunshan.eval.decontamination import run_decontamination as check
 
+    from yunshan.folder_lock import folder_lock
+
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
     out = layout.folder("decontamination")
-    report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources)
+    with folder_lock(out, "decontamination"):
+        report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources)
     print(render_decontamination(report, shown, out), flush=True)
     return {"n": report.n, "cjk_n": report.cjk_n, "records": report.records, "overlapping": report.overlapping,
             "contaminated": report.contaminated, "hits": report.hits, "drop": report.drop,

@@ -92,6 +92,19 @@ def remove_incomplete_after(folder: str | Path, step: int | None) -> list[Path]:
     return removed
 
 
+def remove_checkpoints(out: str | Path) -> None:
+    """Delete a finished run's checkpoints folder (what `yunshan run` keeps of a stage is its final outputs): first
+    renamed aside in one step, so a kill during the deletion never leaves a checkpoint marked complete whose files
+    are half gone; a rerun's `reopen` removes what a kill left of the renamed folder."""
+    folder = Path(out) / "checkpoints"
+    if not folder.exists():
+        return
+    doomed = Path(out) / ".checkpoints.removing"
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.rename(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 class YunshanTrainer(Trainer):
     """Trainer whose checkpoints hold the data stream position and are marked complete before rotation.
 

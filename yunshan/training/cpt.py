@@ -146,12 +146,20 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     Three steps: set up (plan the run, load and grow the model, fit and warm up the new rows' start), train (the
     Trainer with the monitor, the embedding warm-up and the trackers), save (model, tokenizer, data report, curves).
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
+    from yunshan.folder_lock import folder_lock
+    from yunshan.folders import check_output_folder
+
     started = time.time()
-    run = _set_up(recipe, dry_run)
-    if not isinstance(run, CptRun):
-        return run  # a dry run's plan, or a run that was already finished
-    trained = _train(run, callbacks)
-    return _save(run, trained, started)
+    if dry_run:
+        return _set_up(recipe, dry_run)  # reads only: no lock
+    out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
+    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    with folder_lock(out, "training.output_dir"):
+        run = _set_up(recipe)
+        if not isinstance(run, CptRun):
+            return run  # a run that was already finished
+        trained = _train(run, callbacks)
+        return _save(run, trained, started)
 
 
 @dataclass
@@ -211,7 +219,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         apply_lora, check_initial_adapter, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer,
         new_token_mode, planned_new_ids, resolve_sources, save_initial_adapter, trainable_summary)
     from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, settle, start_fresh
+    from yunshan.training.resume import finished_summary, plan_run, reopen, settle, start_fresh
 
     train = recipe.training
     out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
@@ -268,6 +276,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     plan = settle(plan, total_steps, out, "cpt")
     if plan.action == "done":
         return finished_summary(out, plan)
+    if rank_zero:
+        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines says what that asks of the code below).
     targs = training_arguments(
@@ -403,8 +413,9 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
 
 
 def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
-    """The final model (LoRA merged, the adapter beside it), tokenizer, data report (written last: it vouches for
-    the outputs) and curves, on the main process; every process takes part in gathering a sharded model."""
+    """The final model (LoRA merged, the adapter beside it), tokenizer, data report and curves, then the marker that
+    vouches for them (FinalOutputs), on the main process; every process takes part in gathering a sharded model."""
+    from yunshan.artifacts import FinalOutputs
     from yunshan.training.engines import final_model
     from yunshan.training.models import save_adapter
     from yunshan.training.monitoring import plot_curves
@@ -441,7 +452,9 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
         base_bpc = (report.extension_cost or {}).get("base") if run.new_ids else None
         plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan cpt: {out.name}", base_bpc=base_bpc,
                            weights={s.name: s.weight for s in recipe.data.sources})
-        report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
+        report.write(out)
+        # Last: the marker that the folder holds this run's finished outputs (yunshan.training.resume).
+        FinalOutputs.of(out, "cpt", trainer.state.global_step).write(out)
         summary.update({"data_report": report, "curves": str(plot), "seconds": time.time() - started})
         print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
               flush=True)

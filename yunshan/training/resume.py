@@ -13,9 +13,11 @@ values throughout. Changes to what is only logged or saved, and a longer run (ma
 allowed and recorded (the data report's `resumes`).
 
 The Trainer always saves a checkpoint at the last step, so a complete checkpoint at the run's total steps means
-the training is done. With the final outputs in place (data_report.json, written last, names that step) the run is
-left alone; without them (killed between that checkpoint and the final save) the run loads the checkpoint and
-saves, with no extra step, exactly what an uninterrupted run saves.
+the training is done. The run folder's final outputs count only under their marker (yunshan.artifacts.FinalOutputs,
+yunshan_complete.json, naming the step), which the final save writes last and a run removes before it changes
+anything in the folder (`reopen`). With the marker in place the run is left alone; without it (killed between that
+checkpoint and the end of the final save) the run loads the checkpoint and saves, with no extra step, exactly what
+an uninterrupted run saves, and removes the temporary files the killed save left.
 """
 
 from __future__ import annotations
@@ -140,19 +142,30 @@ def read_run_file(checkpoint: Path) -> dict | None:
 
 
 def outputs_finished(out: Path, kind: str, step: int) -> bool:
-    """Whether the final save of a run that trained `step` steps completed: data_report.json (written last) says
-    so, and the weights are there."""
-    from yunshan.artifacts import DataReport
+    """Whether the final save of a run that trained `step` steps completed: its marker (FinalOutputs, written
+    last) says so, and every file it lists is there as saved."""
+    from yunshan.artifacts import FinalOutputs
 
-    path = Path(out) / DataReport.FILE
-    if not path.is_file():
-        return False
     try:
-        report = DataReport.read(path)
+        marker = FinalOutputs.read(Path(out) / FinalOutputs.FILE)
     except (ValueError, OSError):
         return False
-    weights = any((Path(out) / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json"))
-    return report.kind == kind and report.steps == step and weights
+    return marker.kind == kind and marker.step == step and not marker.problems(out)
+
+
+def reopen(out: Path) -> None:
+    """Before a (re)run writes anything into its folder: the final marker goes first (from here on the folder no
+    longer vouches for finished outputs), then what a killed final save left behind: safetensors writes each file
+    as .tmpXXXXXX beside it and renames it into place, so a kill mid-write leaves a full-size temporary file."""
+    from yunshan.artifacts import FinalOutputs
+
+    out = Path(out)
+    FinalOutputs.remove(out)
+    shutil.rmtree(out / ".checkpoints.removing", ignore_errors=True)  # training.checkpoints.remove_checkpoints
+    for folder in (out, out / "adapter"):
+        for leftover in folder.glob(".tmp*"):
+            if leftover.is_file():
+                leftover.unlink()
 
 
 def plan_run(recipe, kind: str, out: Path, checkpoint: Path | None, sequences_per_step: int,

@@ -285,15 +285,27 @@ def sft_steps(train: TrainArgs, rows: int, rows_per_step: int) -> tuple[int, str
 
 def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
+    from yunshan.folder_lock import folder_lock
+    from yunshan.folders import check_output_folder
+
+    if dry_run:
+        return _run_sft(recipe, dry_run, callbacks)  # reads only: no lock
+    out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
+    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    with folder_lock(out, "training.output_dir"):
+        return _run_sft(recipe, dry_run, callbacks)
+
+
+def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from transformers import set_seed
 
     from yunshan.data.chat import ensure_chat_template
-    from yunshan.artifacts import write_recipe
+    from yunshan.artifacts import FinalOutputs, write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after, train_as_planned
     from yunshan.training.engines import engine_of, final_model
-    from yunshan.training.resume import finished_summary, plan_run, run_record, settle, start_fresh
+    from yunshan.training.resume import finished_summary, plan_run, reopen, run_record, settle, start_fresh
     from yunshan.training.models import (
         apply_lora, check_initial_adapter, choose_precision, grow_embeddings, load_model, load_tokenizer, resolve_sources,
         save_adapter, save_initial_adapter, trainable_summary)
@@ -341,6 +353,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     plan = settle(plan, max_steps, out, "sft")
     if plan.action == "done":
         return finished_summary(out, plan)
+    if rank_zero:
+        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines).
     targs = training_arguments(
@@ -412,7 +426,9 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         report.steps = trainer.state.global_step
         report.resumes = plan.resumes or None
         plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
-        report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
+        report.write(out)
+        # Last: the marker that the folder holds this run's finished outputs (yunshan.training.resume).
+        FinalOutputs.of(out, "sft", trainer.state.global_step).write(out)
         summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
         print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
               f"generations.jsonl and curves.png to {out}", flush=True)
