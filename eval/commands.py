@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from yunshan.field_rules import check_fields
+
 from .tasks import TASKS
 
 # --prompt-style: each benchmark's own prompt, or lm-evaluation-harness's task prompt (ceval.py, cmmlu.py).
@@ -32,17 +34,17 @@ class EvalArgs:
     """Settings of one `yunshan eval` run (saved into results.json), and the `eval` section of a `yunshan run`
     recipe (where the runner fills `model` and `out`)."""
 
-    model: list[str] = field(default_factory=list, metadata={
+    model: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "model folder or Hub id ORG/NAME (any HF causal LM, PanGu-π included); repeat for a side-by-side "
                 "table; with bpc the first is 'before' and the second 'after' in the forgetting table"})
     revision: str | None = field(default=None, metadata={
         "help": "branch, tag or commit of the Hub ids among --model (local folders have none)"})
-    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={
+    tasks: list[str] = field(default_factory=lambda: ["bpc", "fineval", "financeiq"], metadata={"path": "labelled",
         "help": "tasks to run, NAME or NAME=PATH; names: " + ", ".join(t for t in TASKS if not TASKS[t].labelled)
                 + "; your own sets mc=PATH (multiple choice), qa=PATH (short answer), gen=PATH (free generation), "
                 "each also as KIND:LABEL=PATH (a .jsonl/.json/.csv/.parquet file, or a folder with test.* and dev.*: "
                 "eval/generic.py); lm-evaluation-harness tasks lmeval:NAME_OR_YAML (with --include-path)"})
-    data_dir: str | None = field(default=None, metadata={
+    data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
     limit: int | None = field(default=None, metadata={
         "help": "first N questions per subject (MC), records per task (LawBench, JEC-QA) or documents (texts)"})
@@ -81,10 +83,10 @@ class EvalArgs:
                 "templates included, never a second BOS where the text starts with one. --add-bos / --no-add-bos "
                 "force it. Bits per character always predict the first token from BOS (else EOS). results.json "
                 "records what each model got (models.NAME.add_bos)"})
-    text: list[str] = field(default_factory=list, metadata={
+    text: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "text files for compression (.txt one continuous document, .jsonl/.json one per record; default: the "
                 "sample held-out texts and JEC-QA)"})
-    heldout: list[str] = field(default_factory=list, metadata={
+    heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out text for bpc; label 'general' is the forgetting column (default: the "
                 "sample held-out general, finance and legal texts)"})
     max_length: int | None = field(default=None, metadata={
@@ -93,7 +95,7 @@ class EvalArgs:
     max_chars: int | None = field(default=None, metadata={
         "help": "bpc: the first N characters of each held-out file (its documents in order, the last one cut); "
                 "given, --limit no longer applies to bpc's texts, only to the other tasks"})
-    diversity_text: str | None = field(default=None, metadata={
+    diversity_text: str | None = field(default=None, metadata={"path": True,
         "help": "text file for diversity (default: the sample held-out general text)"})
     eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})
     dtype: str = field(default="float32", metadata={
@@ -108,9 +110,12 @@ class EvalArgs:
     trust_remote_code: bool = field(default=False, metadata={
         "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) to run; "
                 "without it such a folder is refused (PanGu-π and OTCE need no remote code)"})
-    out: str = field(default="runs/eval", metadata={"help": "output folder for results.json/.md and plots"})
+    out: str = field(default="runs/eval", metadata={"path": True,
+        "help": "output folder for results.json/.md and plots"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags

@@ -32,28 +32,31 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yunshan.field_rules import check_fields
+
+
 @dataclass
 class DecontaminateArgs:
     """Arguments of `yunshan data decontaminate`, and the `decontamination` section of a `yunshan run` recipe (there
     the training data is the cpt and sft sources, and the evaluation sets default to the eval section's)."""
 
-    inputs: list[str] = field(default_factory=list, metadata={
+    inputs: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "training files, folders or globs, read as --format says (in yunshan run: the cpt and sft sources)"})
     format: str = field(default="text", metadata={
         "help": "how the inputs are read: text (a corpus, as yunshan cpt reads it: the --text-field of each record, "
                 "a .txt paragraph) or an SFT format (alpaca, messages, sharegpt, ceval, jecqa: every turn)"})
     text_field: str = field(default="text", metadata={"help": "format text: the record field holding the text"})
-    tasks: list[str] = field(default_factory=list, metadata={
+    tasks: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "evaluation sets, NAME or NAME=PATH as yunshan eval --tasks (fineval, ceval, financeiq, cmmlu, "
                 "lawbench, jecqa; your own mc=PATH, qa=PATH, gen=PATH or KIND:LABEL=PATH; lm-eval tasks "
                 "lmeval:NAME_OR_YAML; bpc: the --heldout texts); default: every benchmark folder of --data-dir, in "
                 "yunshan run the eval section's tasks"})
-    include_path: list[str] = field(default_factory=list, metadata={
+    include_path: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "folders of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (in yunshan run default the eval "
                 "section's)"})
-    data_dir: str | None = field(default=None, metadata={
+    data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder with one subfolder per task name (default: the sample sets of yunshan.samples)"})
-    heldout: list[str] = field(default_factory=list, metadata={
+    heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out texts checked too (bits per character; in yunshan run default the eval "
                 "section's and the cpt monitor's)"})
     n: int = field(default=13, metadata={
@@ -84,11 +87,12 @@ class DecontaminateArgs:
     on_bad_record: str = field(default="fail", metadata={
         "help": "an unreadable training record: fail (stop with file, line and field) or skip (count)"})
     show: int = field(default=10, metadata={"help": "dirty items printed (every item is in OUT/items.jsonl)"})
-    out: str = field(default="runs/decontamination", metadata={
+    out: str = field(default="runs/decontamination", metadata={"path": True,
         "help": "output folder: decontamination.json, items.jsonl, hits.jsonl, contaminated.jsonl (never one that "
                 "holds or lies inside the inputs)"})
 
     def __post_init__(self):
+        check_fields(self)
         from yunshan.data.conversations import SFT_FORMATS
 
         if self.format != "text" and self.format not in SFT_FORMATS:

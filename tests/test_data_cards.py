@@ -16,6 +16,7 @@ from huggingface_hub import DatasetCard
 from yunshan.cli import build_parser
 from yunshan.data.conversations import SFT_FORMATS, SftSourceArgs
 from yunshan.data.sources import SourceArgs
+from yunshan.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 CARDS = ROOT / "data_cards"
@@ -133,10 +134,8 @@ def test_every_command_and_recipe_entry_of_a_card_is_valid(path):
     source = ys.get("recipe_source")
     if source:
         assert source.get("card") == path.stem, f"{path.name}: recipe_source.card must be {path.stem!r}"
-        if source.get("format") in SFT_FORMATS:
-            SftSourceArgs(**source)
-        else:
-            SourceArgs(**source)
+        # A recipe entry, built as the recipe loader builds it (its ${samples} and ${data} replaced first).
+        load_recipe(SftSourceArgs if source.get("format") in SFT_FORMATS else SourceArgs, data=source)
 
 
 # ------------------------------------------------------------------------------------------- bundled samples

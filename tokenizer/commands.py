@@ -16,17 +16,18 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from yunshan.field_rules import check_fields
 
 
 @dataclass
 class ExtensionCostArgs:
     """The step-0 cost of an extension on a model (`yunshan tokenizer extend --model`)."""
 
-    model: str | None = field(default=None, metadata={
+    model: str | None = field(default=None, metadata={"path": True,
         "help": "measure the step-0 cost on this model (the base's): held-out bits/char of the base model with its "
                 "own tokenizer and of the extended model with new rows as initialised; written to "
                 "extension_cost.json in --out"})
-    heldout: list[str] = field(default_factory=list, metadata={
+    heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out texts for --model (.txt: one continuous document; .jsonl: one per record)"})
     init: str = field(default="subword_mean", metadata={
         "help": "new-row initialisation for the --model measurement: subword_mean, mean or random"})
@@ -34,22 +35,28 @@ class ExtensionCostArgs:
     trust_remote_code: bool = field(default=False, metadata={
         "help": "allow --model's (and the tokenizers') own Python code (auto_map) to run"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class ReportArgs:
     """Arguments of `yunshan tokenizer report`."""
 
-    tokenizer: list[str] = field(metadata={"help": "tokenizer folder or .model (repeat; the first is the reference)"})
-    text: list[str] = field(metadata={"help": "texts: files, folders or globs in any format yunshan cpt reads (.jsonl: "
-                                              "one text per record; .txt: one text, as held-out texts are read)"})
+    tokenizer: list[str] = field(metadata={"path": True,
+        "help": "tokenizer folder or .model (repeat; the first is the reference)"})
+    text: list[str] = field(metadata={"path": True,
+        "help": "texts: files, folders or globs in any format yunshan cpt reads (.jsonl: one text per record; .txt: "
+                "one text, as held-out texts are read)"})
     format: str = field(default="auto", metadata={"help": "format of the text files: auto (from each name) or jsonl, "
                                                           "json, parquet, csv, txt"})
     text_field: str = field(default="text", metadata={"help": "record field holding the text"})
     txt_document: str = field(default="file", metadata={"help": ".txt files: one text per file (a held-out text is one "
                                                                 "document), paragraph or line"})
     top_new: int = field(default=20, metadata={"help": "how many of the most used new tokens to list"})
-    json: str | None = field(default=None, metadata={"help": "also write the report as JSON here"})
+    json: str | None = field(default=None, metadata={"path": True, "help": "also write the report as JSON here"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.data.records import FORMATS

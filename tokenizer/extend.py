@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from yunshan.field_rules import check_fields
+
 from .base import COPIED_FILES, FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable
 from .continued_bpe import LearnedStep, Pieces, learn_continued_bpe
@@ -53,16 +55,17 @@ class ExtendArgs:
     """Arguments of `yunshan tokenizer extend` (same names as the command-line flags), and the `tokenizer_extension`
     section of a `yunshan run` recipe (where the runner fills `base` and `out`)."""
 
-    base: str = field(default="", metadata={
+    base: str = field(default="", metadata={"path": True,
         "help": "base tokenizer: a folder with tokenizer.json, a SentencePiece .model, or a Hub id ORG/NAME "
                 "(its tokenizer files, from the HF cache or downloaded: yunshan.hub_download)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in --base"})
-    corpus: list[str] = field(metadata={
+    corpus: list[str] = field(metadata={"path": True,
         "help": "domain corpus: files, folders or globs (.jsonl .json .parquet .csv .txt, each optionally "
                 ".gz/.zst/.xz/.bz2, or .zip), read as `yunshan cpt` reads a source"})
     new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
-    out: str = field(default="", metadata={"help": "output folder; written only if the whole extension succeeds"})
-    words: list[str] = field(default_factory=list, metadata={
+    out: str = field(default="", metadata={"path": True,
+        "help": "output folder; written only if the whole extension succeeds"})
+    words: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "word lists (one term per line) or builtin:finance / builtin:legal / builtin:all / builtin:NAME"})
     min_frequency: int = field(default=2, metadata={"help": "a pair must occur at least this often to be merged"})
     max_token_chars: int | None = field(default=16, metadata={
@@ -83,7 +86,7 @@ class ExtendArgs:
     seed: int = field(default=0, metadata={"help": "seed of the --sample-chars sample"})
     processes: int = field(default=0, metadata={
         "help": "worker processes that count the corpus (0: one per core this process may run on)"})
-    report_texts: list[str] = field(default_factory=list, metadata={
+    report_texts: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace the --out folder of an earlier extension (never a folder holding other files)"})
@@ -96,6 +99,7 @@ class ExtendArgs:
                 "TOKENS_PER_NEW_TOKEN; benchmarks/README.md, 'Laws: extension against no extension')"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.max_token_chars in (0, "0") or str(self.max_token_chars).lower() == "none":
             self.max_token_chars = None
 

@@ -40,6 +40,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from yunshan.field_rules import check_fields
 
 OPT_IN = "--trust-remote-code"
 COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit or Ctrl-D quits, Ctrl-C stops an answer"
@@ -49,9 +50,10 @@ COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit
 class ChatArgs:
     """Arguments of `yunshan chat`."""
 
-    model: str = field(metadata={"help": "model folder or Hub id ORG/NAME (or a PEFT adapter folder: see --base)"})
+    model: str = field(metadata={"path": True,
+        "help": "model folder or Hub id ORG/NAME (or a PEFT adapter folder: see --base)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in MODEL"})
-    base: str | None = field(default=None, metadata={
+    base: str | None = field(default=None, metadata={"path": True,
         "help": "base model (folder or Hub id) of a LoRA adapter (default: the base_model_name_or_path its "
                 "adapter_config.json names)"})
     trust_remote_code: bool = field(default=False, metadata={
@@ -69,11 +71,13 @@ class ChatArgs:
     device: str = field(default="cpu", metadata={"help": "torch device"})
     prompt: list[str] = field(default_factory=list, metadata={
         "help": "one-shot mode: answer this prompt (repeatable) and print a JSON line per prompt"})
-    prompts: str | None = field(default=None, metadata={
+    prompts: str | None = field(default=None, metadata={"path": True,
         "help": "one-shot mode: a .txt file (a prompt per line) or .jsonl file ({\"prompt\"} or {\"messages\"})"})
-    out: str | None = field(default=None, metadata={"help": "one-shot mode: write the JSON lines here, not stdout"})
+    out: str | None = field(default=None, metadata={"path": True,
+        "help": "one-shot mode: write the JSON lines here, not stdout"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.temperature < 0:
             raise ValueError(f"--temperature must be 0 (greedy) or positive, got {self.temperature}")
         if not 0 < self.top_p <= 1:

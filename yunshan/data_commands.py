@@ -56,6 +56,7 @@ from pathlib import Path
 
 from yunshan.data.records import FORMATS, TXT_DOCUMENTS
 from yunshan.eval.decontamination import DecontaminateArgs
+from yunshan.field_rules import check_fields
 
 NAMED = ("lawyer-llama", "chatlaw", "lawgpt-zh", "jecqa-holdout", "mc-parquet")
 
@@ -64,14 +65,14 @@ NAMED = ("lawyer-llama", "chatlaw", "lawgpt-zh", "jecqa-holdout", "mc-parquet")
 class ConvertArgs:
     """Arguments of `yunshan data convert`."""
 
-    inputs: list[str] = field(default_factory=list, metadata={
+    inputs: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "files, folders or globs (.jsonl .json .parquet .csv .txt, + .gz .zst .xz .bz2, or .zip archives of "
                 "them)"})
-    out: str = field(default="", metadata={
+    out: str = field(default="", metadata={"path": True,
         "help": "output .jsonl/.jsonl.gz/.jsonl.zst (a folder for jecqa-holdout and mc-parquet)"})
     converter: str = field(default="text", metadata={
         "help": "text (the generic converter) or a named converter for a release's structure"})
-    dataset: str | None = field(default=None, metadata={
+    dataset: str | None = field(default=None, metadata={"path": True,
         "help": "read a `datasets` dataset instead of files: hub name or save_to_disk folder"})
     config: str | None = field(default=None, metadata={"help": "--dataset config name"})
     split: str = field(default="train", metadata={"help": "--dataset split"})
@@ -96,8 +97,11 @@ class ConvertArgs:
         "help": "stop before the characters written would exceed this (e.g. 5e8)"})
     on_bad_record: str = field(default="fail", metadata={
         "help": "fail (stop with file, line and field) or skip (count by reason)"})
-    report: str | None = field(default=None, metadata={"help": "also write the report as JSON to this file"})
+    report: str | None = field(default=None, metadata={"path": True,
+        "help": "also write the report as JSON to this file"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class NamedConverterArgs:
@@ -110,9 +114,11 @@ class NamedConverterArgs:
     heldout_fraction: float = field(default=0.1, metadata={
         "help": "jecqa-holdout: share of questions held out (by a hash of the id)"})
     layout: str | None = field(default=None, metadata={"help": "mc-parquet: the CSV layout to write"})
-    subject_mapping: str | None = field(default=None, metadata={
+    subject_mapping: str | None = field(default=None, metadata={"path": True,
         "help": "mc-parquet ceval: subject_mapping.json to check and copy"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.data.conversations import SFT_FORMATS

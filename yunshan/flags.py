@@ -101,7 +101,12 @@ def from_flags(cls, namespace: argparse.Namespace, **fixed):
             values[f.name] = fixed[f.name]
         elif getattr(namespace, f.name, None) is not None:
             values[f.name] = getattr(namespace, f.name)
-    return cls(**values)
+    from yunshan.field_rules import FieldError
+
+    try:
+        return cls(**values)
+    except FieldError as err:  # a rule the field declares (a range, a path): named by its flag
+        raise ValueError(f"--{err.field.replace('_', '-')}: {err.message}") from None
 
 
 def add_recipe_flags(parser: argparse.ArgumentParser, example: str, dry_run: str, positional: bool = False) -> None:

@@ -14,11 +14,17 @@ in such a section leaves it out and `enabled: true` keeps it, so a stage is swit
 recipe class may name keys its users must not set (`RESERVED_KEYS`: dotted path -> why), such as the paths
 `yunshan run` fills itself; setting one is an error naming the file and line. The resolved recipe is written beside
 every run's outputs by yunshan.artifacts.write_recipe.
+
+In every string, ${samples}, ${data}, ${models} and ${recipe_dir} are the loader's variables (path_variables). In
+path fields, `~` and environment variables are expanded by the dataclasses themselves (yunshan.field_rules, the same
+for flags); a ${NAME} that is neither is an error at its line. A field's declared rule that fails (a FieldError)
+is reported at the line of that field's key.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from pathlib import Path
@@ -152,6 +158,10 @@ class _Builder:
         try:
             return cls(**kwargs)
         except (ValueError, TypeError) as err:
+            # A rule a field declares (yunshan.field_rules.FieldError) names its field: the error gets that key's line.
+            field_name = getattr(err, "field", None)
+            if field_name in fields:
+                self.fail(_join(path, field_name), err.message)
             self.fail(path, str(err))
 
     def convert(self, tp, value, path: str):
@@ -292,7 +302,7 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
     lines: dict[str, int] = {}
     filename = str(path) if path is not None else "<recipe>"
     if path is not None:
-        path = Path(path)
+        path = Path(os.path.expanduser(os.path.expandvars(str(path))))
         if not path.is_file():
             raise FileNotFoundError(f"recipe {path} does not exist")
         raw = path.read_bytes()
@@ -322,8 +332,6 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
 
 def path_variables(recipe_dir: Path) -> dict[str, str]:
     """${...} variables usable in recipe strings."""
-    import os
-
     from yunshan.samples import sample_data_dir
 
     return {
@@ -347,8 +355,11 @@ def expand_variables(data, variables: dict[str, str], builder=None, path: str = 
     if isinstance(data, str) and "${" in data:
         def replace(match):
             name = match.group(1)
+            if name not in variables and name in os.environ:
+                return match.group(0)  # an environment variable: path fields expand it (yunshan.field_rules)
             if name not in variables:
-                message = f"unknown variable ${{{name}}}; known: {', '.join('${' + v + '}' for v in variables)}"
+                message = (f"unknown variable ${{{name}}}; known: {', '.join('${' + v + '}' for v in variables)}, "
+                           "or an environment variable that is set")
                 if builder is not None:
                     builder.fail(path, message)
                 raise RecipeError(f"{path}: {message}")

@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yunshan.field_rules import check_fields
+
 from .files import resolve_paths
 from .records import BadRecord, fail_or_count, read_records
 
@@ -30,7 +32,8 @@ class SftSourceArgs:
     """One instruction source of the SFT mixture."""
 
     name: str = field(metadata={"help": "name in reports and per-source losses"})
-    path: list[str] | str = field(metadata={"help": "file, folder or glob (.jsonl/.json; .csv for ceval)"})
+    path: list[str] | str = field(metadata={"path": True,
+        "help": "file, folder or glob (.jsonl/.json; .csv for ceval)"})
     format: str = field(metadata={"help": f"one of {', '.join(SFT_FORMATS)}"})
     weight: float = field(default=1.0, metadata={"help": "sampling weight: 2.0 repeats every sample twice, 0.5 "
                                                          "keeps a random half"})
@@ -40,6 +43,7 @@ class SftSourceArgs:
     card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.format not in SFT_FORMATS:
             raise ValueError(f"sft source {self.name!r}: format {self.format!r} is not one of {', '.join(SFT_FORMATS)}")
         if not self.weight > 0:

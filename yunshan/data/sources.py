@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from yunshan.field_rules import check_fields
+
 from .files import resolve_paths
 from . import records
 from .records import FORMATS, TXT_DOCUMENTS, BadRecord, format_of, load_dataset, read_records
@@ -29,10 +31,11 @@ class SourceArgs:
     name: str = field(metadata={"help": "name used in reports and logs (e.g. finance, legal, general)"})
     path: list[str] | str | None = field(
         default=None,
-        metadata={"help": "file, folder or glob (or a list of them): .jsonl .json .parquet .csv .txt, + .gz/.zst/.xz/.bz2"},
+        metadata={"path": True,
+            "help": "file, folder or glob (or a list of them): .jsonl .json .parquet .csv .txt, + .gz/.zst/.xz/.bz2"},
     )
     dataset: str | None = field(
-        default=None, metadata={"help": "a `datasets` dataset: load_dataset name or save_to_disk folder"}
+        default=None, metadata={"path": True, "help": "a `datasets` dataset: load_dataset name or save_to_disk folder"}
     )
     dataset_config: str | None = field(default=None, metadata={"help": "load_dataset config name"})
     split: str = field(default="train", metadata={"help": "dataset split"})
@@ -53,6 +56,7 @@ class SourceArgs:
     card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
     def __post_init__(self):
+        check_fields(self)
         if (self.path is None) == (self.dataset is None):
             raise ValueError(f"source {self.name!r}: give exactly one of `path` or `dataset`")
         if self.format != "auto" and self.format not in FORMATS:

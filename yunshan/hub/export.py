@@ -42,6 +42,7 @@ from yunshan.hub.card import CardOptions, ExportFacts, build_model_card
 from yunshan.hub.provenance import collect_provenance
 from yunshan.hub.weights import check_weights, dtype_label, parameter_count, parse_size, read_layout, write_weights
 from yunshan.precision import DTYPE_CHOICES, precision_name
+from yunshan.field_rules import check_fields
 
 # Tokenizer files save_pretrained writes for the tokenizers transformers knows (fast, SentencePiece, BPE, WordPiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -56,8 +57,10 @@ class ExportArgs(CardOptions):
     """Settings of `yunshan export` (the card fields come from yunshan.hub.card.CardOptions), and the `export`
     section of a `yunshan run` recipe (where the runner fills `source`, `out` and `overwrite`)."""
 
-    source: str = field(default="", metadata={"help": "a `yunshan run` folder (run.json) or a model folder"})
-    out: str = field(default="", metadata={"help": "folder to create (written only if the export succeeds)"})
+    source: str = field(default="", metadata={"path": True,
+        "help": "a `yunshan run` folder (run.json) or a model folder"})
+    out: str = field(default="", metadata={"path": True,
+        "help": "folder to create (written only if the export succeeds)"})
     adapter: bool = field(default=False, metadata={
         "help": "LoRA runs: export only the PEFT adapter instead of the merged weights"})
     as_llama: bool = field(default=False, metadata={
@@ -67,7 +70,7 @@ class ExportArgs(CardOptions):
         "help": "largest safetensors file (KB/MB/GB decimal, KiB/MiB/GiB binary, or bytes); larger models shard"})
     dtype: str | None = field(default=None, metadata={
         "help": "convert floating-point weights to float32, bfloat16 or float16 (default: keep as trained)"})
-    eval: list[str] = field(default_factory=list, metadata={
+    eval: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "extra `yunshan eval` results.json (or its folder) for the card; repeatable"})
     recipe: bool = field(default=True, metadata={"help": "include the resolved recipe.yaml"})
     overwrite: bool = field(default=False, metadata={
@@ -85,6 +88,8 @@ class ExportArgs(CardOptions):
         "help": "allow the source's own tokenizer code (auto_map in tokenizer_config.json) to run for the export "
                 "check; without it such a source is refused (PanGu-π and OTCE need no remote code)"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from yunshan.hub.export import EXPORT_MARKER
 from yunshan.hub.provenance import REPO_ID
+from yunshan.field_rules import check_fields
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -43,7 +44,7 @@ class PushArgs:
     """Settings of `yunshan push`, and the `push` section of a `yunshan run` recipe (where the runner fills
     `folder`)."""
 
-    folder: str = field(default="", metadata={"help": "a folder written by `yunshan export`"})
+    folder: str = field(default="", metadata={"path": True, "help": "a folder written by `yunshan export`"})
     repo_id: str = field(default="", metadata={"help": "ORG/NAME of the model repository (created if missing)"})
     private: bool = field(default=True, metadata={
         "help": "create the repository private, --no-private for public (an existing repository keeps its "
@@ -60,6 +61,8 @@ class PushArgs:
         "help": "allow a plain http:// endpoint on another machine (the token then crosses the network in clear "
                 "text); http://localhost needs no flag"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags

@@ -14,25 +14,29 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
+from yunshan.field_rules import check_fields
 
 
 @dataclass
 class InfoArgs:
     """Arguments of `yunshan model info`."""
 
-    preset_or_path: str = field(metadata={
+    preset_or_path: str = field(metadata={"path": True,
         "help": "a preset (pangu-pi-7b, pangu-pi-1b, tiny, otce-1b, otce-281m, otce-tiny), a folder with "
                 "config.json or a Hub id ORG/NAME (its config only)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id"})
     json: bool = field(default=False, metadata={"help": "print JSON instead of a table"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class UpcycleArgs:
     """Arguments of `yunshan model upcycle` (yunshan.models.pangu_pi.convert.upcycle_checkpoint)."""
 
-    src: str = field(metadata={"help": "a LlamaForCausalLM: folder (save_pretrained) or Hub id ORG/NAME"})
-    dst: str = field(metadata={"help": "output folder (model with remote code, plus the source's tokenizer files)"})
+    src: str = field(metadata={"path": True, "help": "a LlamaForCausalLM: folder (save_pretrained) or Hub id ORG/NAME"})
+    dst: str = field(metadata={"path": True,
+        "help": "output folder (model with remote code, plus the source's tokenizer files)"})
     siaf_terms: int = field(default=2, metadata={"help": "n, SIAF terms"})
     aug_shortcuts: int = field(default=1, metadata={"help": "T, augmented shortcuts per layer"})
     aug_reduction: int = field(default=32, metadata={"help": "r, shortcut bottleneck reduction"})
@@ -40,17 +44,22 @@ class UpcycleArgs:
     seed: int = field(default=0, metadata={"help": "seed for the shortcuts' W1"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in src"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class ImportGgufArgs:
     """Arguments of `yunshan model import-gguf` (yunshan.models.gguf.import_gguf)."""
 
-    gguf_file: str = field(metadata={"help": "the .gguf file (quantised files are dequantised to float32)"})
-    out: str = field(metadata={"help": "output folder (written only when the whole import succeeded)"})
+    gguf_file: str = field(metadata={"path": True,
+        "help": "the .gguf file (quantised files are dequantised to float32)"})
+    out: str = field(metadata={"path": True, "help": "output folder (written only when the whole import succeeded)"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace OUT if it is an earlier import (its yunshan_import.json lists its files; nothing else is "
                 "ever removed)"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags

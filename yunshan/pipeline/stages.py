@@ -29,6 +29,7 @@ from yunshan.tokenizer.extend import ExtendArgs
 from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
 from yunshan.training.sft import SftArgs
+from yunshan.field_rules import check_fields
 
 
 @dataclass
@@ -36,12 +37,15 @@ class StandInBaseArgs:
     """Stand-in base model for machines that cannot download one (the demo): a BPE tokenizer trained on general
     text and a small PanGu-π pretrained on it. Real recipes leave this out and name a downloaded base model."""
 
-    tokenizer_corpus: list[str] = field(default_factory=list, metadata={"help": "text for the base tokenizer"})
+    tokenizer_corpus: list[str] = field(default_factory=list, metadata={"path": True,
+        "help": "text for the base tokenizer"})
     vocab_size: int = field(default=4000, metadata={"help": "base tokenizer vocabulary (byte-level BPE)"})
     model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
     data: CptDataArgs = field(default_factory=CptDataArgs)
     training: TrainArgs = field(default_factory=TrainArgs)
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class PipelineRecipe:
@@ -54,7 +58,8 @@ class PipelineRecipe:
     ../shared/realdata: the real releases) and ${recipe_dir}."""
 
     name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
-    output_dir: str = field(default="runs/yunshan", metadata={"help": "run folder: one subfolder per stage"})
+    output_dir: str = field(default="runs/yunshan", metadata={"path": True,
+        "help": "run folder: one subfolder per stage"})
     model: ModelArgs | None = field(default=None, metadata={"help": "the base model (unless base is given)"})
     tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs, metadata={
         "help": "the base model's tokenizer (path: default the model folder) and how new rows start"})
@@ -72,6 +77,7 @@ class PipelineRecipe:
     push: PushArgs | None = field(default=None, metadata={"help": "push the export to the Hub: yunshan push"})
 
     def __post_init__(self):
+        check_fields(self)
         if (self.base is not None) == (self.model is not None):
             raise ValueError("give exactly one of model (a downloaded base) or base (a stand-in base)")
 

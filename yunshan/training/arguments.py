@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from yunshan.precision import precision_name
+from yunshan.field_rules import check_fields
 
 # training.report_to: the trackers yunshan passes to transformers' Trainer (yunshan.training.tracking).
 REPORT_TO = ("tensorboard", "wandb", "mlflow", "swanlab", "none")
@@ -23,7 +24,8 @@ class ModelArgs:
     """The model to train."""
 
     name_or_path: str | None = field(
-        default=None, metadata={"help": "any HF causal LM: a folder (save_pretrained) or a Hub id ORG/NAME (downloaded "
+        default=None, metadata={"path": True,
+            "help": "any HF causal LM: a folder (save_pretrained) or a Hub id ORG/NAME (downloaded "
                                         "to the HF cache unless HF_HUB_OFFLINE=1; yunshan.hub_download)"})
     revision: str | None = field(
         default=None, metadata={"help": "branch, tag or commit of a Hub id in name_or_path (default: its main branch)"})
@@ -38,23 +40,27 @@ class ModelArgs:
     trust_remote_code: bool = field(default=False, metadata={"help": "allow a model folder's own modeling code"})
 
     def __post_init__(self):
+        check_fields(self)
         if (self.name_or_path is None) == (self.preset is None):
             raise ValueError("give exactly one of model.name_or_path or model.preset")
         self.dtype = precision_name(self.dtype, "model.dtype")
 
 @dataclass
 class TokenizerArgs:
-    path: str | None = field(default=None, metadata={"help": "tokenizer folder or Hub id (default: the model's)"})
+    path: str | None = field(default=None, metadata={"path": True,
+        "help": "tokenizer folder or Hub id (default: the model's)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in path"})
     base_path: str | None = field(
         default=None,
-        metadata={"help": "the model's original tokenizer (folder or Hub id), for subword-mean initialisation "
+        metadata={"path": True,
+            "help": "the model's original tokenizer (folder or Hub id), for subword-mean initialisation "
                           "of new rows (default: the model's when it has one)"})
     new_row_init: str = field(default="subword_mean", metadata={
         "help": "first value of each new embedding row: subword_mean (the mean of its pieces' rows, FVT), mean, "
                 "random (tokenizer/README.md has the measured comparison)"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.new_row_init not in ("subword_mean", "mean", "random"):
             raise ValueError(f"tokenizer.new_row_init must be subword_mean, mean or random, got {self.new_row_init!r}")
 
@@ -63,7 +69,7 @@ class TokenizerArgs:
 class TrainArgs:
     """Optimisation, schedule, checkpoints and logging (transformers' Trainer underneath)."""
 
-    output_dir: str = field(default="runs/cpt", metadata={"help": "run folder: model, logs, checkpoints"})
+    output_dir: str = field(default="runs/cpt", metadata={"path": True, "help": "run folder: model, logs, checkpoints"})
     max_steps: int | None = field(default=None, metadata={
         "help": "optimizer steps in all, the embedding warm-up of an extended vocabulary included (default 1000; "
                 "for SFT with epochs, the steps those take). Given, it wins over epochs, as in transformers' Trainer"})
@@ -85,7 +91,8 @@ class TrainArgs:
     logging_steps: int = field(default=10, metadata={"help": "log every N steps"})
     save_steps: int = field(default=500, metadata={"help": "checkpoint every N steps"})
     save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
-    resume: str = field(default="auto", metadata={"help": "auto (newest complete checkpoint, if any), never, or a path"})
+    resume: str = field(default="auto", metadata={"path": True,
+        "help": "auto (newest complete checkpoint, if any), never, or a path"})
     seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
     report_to: list[str] = field(default_factory=list, metadata={
         "help": "experiment trackers, as transformers' report_to: tensorboard (output_dir/tensorboard), wandb, "
@@ -97,11 +104,13 @@ class TrainArgs:
                                         "max_steps is given (which wins)"})
     neftune_noise_alpha: float | None = field(
         default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
-    deepspeed: str | None = field(default=None, metadata={"help": "DeepSpeed JSON config (with accelerate launch)"})
+    deepspeed: str | None = field(default=None, metadata={"path": True,
+        "help": "DeepSpeed JSON config (with accelerate launch)"})
     fsdp: str | None = field(default=None, metadata={"help": "FSDP options for transformers (e.g. 'full_shard auto_wrap')"})
     fsdp_config: dict | None = field(default=None, metadata={"help": "FSDP config mapping for transformers"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.lr_scheduler not in ("cosine", "linear", "constant"):
             raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):

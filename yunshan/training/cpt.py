@@ -27,6 +27,7 @@ from pathlib import Path
 from yunshan.data.sources import SourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.embedding_warmup import EmbeddingWarmupArgs
+from yunshan.field_rules import check_fields
 
 
 @dataclass
@@ -43,7 +44,7 @@ class CptDataArgs:
     block_size: int = field(default=1024, metadata={"help": "documents read, tokenised and shuffled together"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (stop with file, line, field) or skip (count)"})
     dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents (content hash), counted"})
-    exclude: str | None = field(default=None, metadata={
+    exclude: str | None = field(default=None, metadata={"path": True,
         "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its documents are left out, "
                 "each counted as dropped 'contaminated'"})
     add_bos: str = field(default="auto", metadata={"help": "BOS before each document: auto (if the tokenizer "
@@ -51,6 +52,7 @@ class CptDataArgs:
     seed: int = field(default=0, metadata={"help": "seed of the data order (shuffles, mixing)"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.on_bad_record not in ("fail", "skip"):
             raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
         if self.seq_len < 8:
@@ -64,11 +66,13 @@ class MonitorArgs:
     """The forgetting monitor: held-out bits per character during training."""
 
     every_steps: int = field(default=100, metadata={"help": "measure every N steps (0 = only at start and end)"})
-    general: list[str] = field(default_factory=list, metadata={"help": "held-out general text files"})
-    domain: list[str] = field(default_factory=list, metadata={"help": "held-out domain text files"})
+    general: list[str] = field(default_factory=list, metadata={"path": True, "help": "held-out general text files"})
+    domain: list[str] = field(default_factory=list, metadata={"path": True, "help": "held-out domain text files"})
     max_chars: int = field(default=20000, metadata={"help": "characters of each held-out set to score"})
     max_length: int | None = field(default=None, metadata={"help": "scoring window (default data.seq_len)"})
 
+    def __post_init__(self):
+        check_fields(self)
 
 @dataclass
 class CptArgs:

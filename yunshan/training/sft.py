@@ -26,6 +26,7 @@ import torch
 
 from yunshan.data.conversations import SftSourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
+from yunshan.field_rules import check_fields
 
 
 @dataclass
@@ -40,13 +41,14 @@ class SftDataArgs:
                           "inside a trained answer) or drop; both counted"})
     packing: bool = field(default=False, metadata={"help": "best-fit pack whole samples into max_length rows"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
-    exclude: str | None = field(default=None, metadata={
+    exclude: str | None = field(default=None, metadata={"path": True,
         "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its samples are left out, "
                 "each counted as dropped 'contaminated'"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
     max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.overlong not in ("truncate_prompt", "drop"):
             raise ValueError(f"data.overlong must be truncate_prompt or drop, got {self.overlong!r}")
         if self.on_bad_record not in ("fail", "skip"):
