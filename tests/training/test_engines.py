@@ -450,6 +450,46 @@ def test_sft_full_killed_resumed_and_exported_loads_in_plain_transformers(world,
 
 
 @multiprocess
+def test_one_launch_holds_one_lock_and_a_foreign_lock_stops_every_process(world, tmp_path):
+    """Issue 27 item 3 under `accelerate launch` with 2 processes: both processes lock the same output folder. Over a
+    stale lock (its owner's pid is dead) exactly one of them takes it over, for the whole launch, and the run trains
+    and ends with the lock removed; while another live run holds the lock, each process stops in one line at once
+    (none waits for the other), and nothing is written."""
+    import socket
+
+    from yunshan.folder_lock import lock_path
+
+    def recipe(name: str) -> tuple[Path, Path]:
+        data = cpt_recipe(world, tmp_path / name, 2, max_steps=2)
+        data["monitor"], data["warmup"] = {"every_steps": 0}, {"enabled": "false"}
+        return write_recipe(tmp_path / f"{name}.yaml", data), tmp_path / name
+
+    stale_recipe, stale_out = recipe("stale")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock_path(stale_out).write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "token": "old"}))
+    output = launch("ddp", "cpt", stale_recipe)
+    assert output.count("took over the stale lock") == 1, output[-3000:]
+    assert json.loads((stale_out / "yunshan_complete.json").read_text())["step"] == 2
+    assert not lock_path(stale_out).exists()
+
+    held_recipe, held_out = recipe("held")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom yunshan.folder_lock import folder_lock\n"
+                               "with folder_lock(sys.argv[1], 'test'):\n    print('held', flush=True)\n"
+                               "    time.sleep(600)\n", str(held_out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        output = launch("ddp", "cpt", held_recipe, ok=False)  # a process left waiting would time out here
+    finally:
+        holder.kill()
+        holder.wait()
+    refusals = [line for line in output.splitlines() if "yunshan cpt: error:" in line]
+    assert len(refusals) == 2 and all(f"pid {holder.pid}" in line and "is in use by another yunshan run" in line
+                                      for line in refusals), output[-3000:]
+    assert not held_out.exists()
+
+
+@multiprocess
 @distributed
 def test_an_fsdp_launch_that_accelerate_turns_into_ddp_stops_with_an_error(world, tmp_path):
     """Without the test launcher, accelerate sets up DDP for the FSDP config on this CPU-only machine; yunshan stops
