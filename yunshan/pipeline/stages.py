@@ -323,7 +323,6 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
 def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     from yunshan.eval.decontamination import render_decontamination
     from yunshan.eval.decontamination import run_decontamination as check
-
     from yunshan.folder_lock import folder_lock
 
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
