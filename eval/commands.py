@@ -70,7 +70,7 @@ class EvalArgs:
     answer_prefix: str = field(default="答案：", metadata={
         "help": "your own sets: the text after the question (and options) where the answer follows; a trailing "
                 "space goes before the answer, as lm-eval's target delimiter ('Answer: ')"})
-    include_path: list[str] = field(default_factory=list, metadata={
+    include_path: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "folders (or files) of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (lm-eval's "
                 "--include_path)"})
     batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})

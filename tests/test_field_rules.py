@@ -42,7 +42,8 @@ CLASSES = argument_classes()
 REQUIRED = {
     "ModelArgs": {"preset": "tiny"}, "SourceArgs": {"name": "s", "path": "a.jsonl"},
     "SftSourceArgs": {"name": "s", "path": "a.jsonl", "format": "alpaca"}, "ExtendArgs": {"corpus": [], "new_tokens": 1},
-    "ChatArgs": {"model": "m"}, "InfoArgs": {"preset_or_path": "tiny"}, "UpcycleArgs": {"src": "a", "dst": "b"},
+    "ChatArgs": {"model": "m"}, "ServeArgs": {"model": "m"}, "InfoArgs": {"preset_or_path": "tiny"},
+    "UpcycleArgs": {"src": "a", "dst": "b"},
     "ImportGgufArgs": {"gguf_file": "a.gguf", "out": "b"}, "ReportArgs": {"tokenizer": ["t"], "text": ["x"]},
     "PipelineRecipe": {"base": {}},
 }

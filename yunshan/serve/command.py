@@ -43,6 +43,8 @@ from pathlib import Path
 
 import uvicorn
 
+from yunshan.field_rules import check_fields
+
 OPT_IN = "--trust-remote-code"
 API_KEY_ENV = "YUNSHAN_API_KEY"
 
@@ -51,10 +53,10 @@ API_KEY_ENV = "YUNSHAN_API_KEY"
 class ServeArgs:
     """Arguments of `yunshan serve`."""
 
-    model: str = field(metadata={"help": "a `yunshan run` folder, model folder, export, Hub id ORG/NAME, or a PEFT "
-                                         "adapter folder (see --base)"})
+    model: str = field(metadata={"path": True,
+        "help": "a `yunshan run` folder, model folder, export, Hub id ORG/NAME, or a PEFT adapter folder (see --base)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in MODEL"})
-    base: str | None = field(default=None, metadata={
+    base: str | None = field(default=None, metadata={"path": True,
         "help": "base model (folder or Hub id) of a LoRA adapter (default: the base_model_name_or_path its "
                 "adapter_config.json names)"})
     trust_remote_code: bool = field(default=False, metadata={
@@ -84,6 +86,7 @@ class ServeArgs:
     log_level: str = field(default="info", metadata={"help": "uvicorn's log level (info logs every request)"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.max_batch_size < 1 or self.max_queue < 1 or self.max_n < 1 or self.max_tokens < 1:
             raise ValueError("--max-batch-size, --max-queue, --max-n and --max-tokens must be >= 1")
         if not 0 <= self.port < 65536:
