@@ -46,9 +46,10 @@ class EvalArgs:
                 "eval/generic.py); lm-evaluation-harness tasks lmeval:NAME_OR_YAML (with --include-path)"})
     data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
-    limit: int | None = field(default=None, metadata={
+    limit: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "first N questions per subject (MC), records per task (LawBench, JEC-QA) or documents (texts)"})
-    shots: int = field(default=5, metadata={"help": "k-shot examples from the dev split for MC tasks (0 allowed)"})
+    shots: int = field(default=5, metadata={"range": ">= 0",
+        "help": "k-shot examples from the dev split for MC tasks (0 allowed)"})
     split: str | None = field(default=None, metadata={
         "help": "split scored for MC tasks (default: val for the C-Eval format, test for the CMMLU format)"})
     mode: str = field(default="loglik", metadata={
@@ -73,8 +74,8 @@ class EvalArgs:
     include_path: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "folders (or files) of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (lm-eval's "
                 "--include_path)"})
-    batch_size: int = field(default=16, metadata={"help": "sequences per forward pass"})
-    max_new_tokens: int | None = field(default=None, metadata={
+    batch_size: int = field(default=16, metadata={"range": ">= 1", "help": "sequences per forward pass"})
+    max_new_tokens: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "generation budget (default: 32 for MC and JEC-QA, 256 for LawBench)"})
     add_bos: bool | None = field(default=None, metadata={
         "help": "BOS before every prompt. Unset (the default): exactly when the model's tokenizer adds BOS by itself "
@@ -89,15 +90,17 @@ class EvalArgs:
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out text for bpc; label 'general' is the forgetting column (default: the "
                 "sample held-out general, finance and legal texts)"})
-    max_length: int | None = field(default=None, metadata={
+    max_length: int | None = field(default=None, metadata={"range": ">= 2",
         "help": "bpc window length in tokens (default: the model's max_position_embeddings)"})
-    stride: int | None = field(default=None, metadata={"help": "bpc window stride (default: max_length / 2)"})
-    max_chars: int | None = field(default=None, metadata={
+    stride: int | None = field(default=None, metadata={"range": ">= 1",
+        "help": "bpc window stride (default: max_length / 2)"})
+    max_chars: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "bpc: the first N characters of each held-out file (its documents in order, the last one cut); "
                 "given, --limit no longer applies to bpc's texts, only to the other tasks"})
     diversity_text: str | None = field(default=None, metadata={"path": True,
         "help": "text file for diversity (default: the sample held-out general text)"})
-    eps: float = field(default=0.8, metadata={"help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})
+    eps: float = field(default=0.8, metadata={"range": "(0, 1]",
+        "help": "explained-variance threshold of d(eps) (Fig. 4 uses 0.8)"})
     dtype: str = field(default="float32", metadata={
         "help": "float32 (default: the reference numbers), auto (bf16 autocast where the hardware multiplies bf16 "
                 "fast, AMX / AVX-512 BF16 / CUDA, float32 elsewhere), bfloat16 or float16 (weights in that dtype)"})

@@ -59,23 +59,23 @@ class DecontaminateArgs:
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out texts checked too (bits per character; in yunshan run default the eval "
                 "section's and the cpt monitor's)"})
-    n: int = field(default=13, metadata={
+    n: int = field(default=13, metadata={"range": ">= 1",
         "help": "window length in words (13, as GPT-3 and lm-evaluation-harness); a word, number or other run of "
                 "letters is one word"})
-    cjk_n: int = field(default=25, metadata={
+    cjk_n: int = field(default=25, metadata={"range": ">= 1",
         "help": "window length in CJK characters: the characters that count as n words (25: jieba cuts real Chinese "
                 "text into words of 1.85-2.09 characters, benchmarks/cjk_ngram_length.py)"})
-    clean_below: float = field(default=0.2, metadata={
+    clean_below: float = field(default=0.2, metadata={"range": "(0, 1]",
         "help": "an evaluation item is clean when less than this share of it is found in training (Llama 2: 0.2)"})
-    dirty_from: float = field(default=0.8, metadata={
+    dirty_from: float = field(default=0.8, metadata={"range": "(0, 1]",
         "help": "an evaluation item is dirty from this share found in training (Llama 2: 0.8); between: partial"})
-    record_share: float = field(default=0.5, metadata={
+    record_share: float = field(default=0.5, metadata={"range": "(0, 1]",
         "help": "a training record goes on the contamination list (contaminated.jsonl, --drop) when it alone holds "
                 "at least this share of an evaluation item"})
-    boilerplate_train: int = field(default=10, metadata={
+    boilerplate_train: int = field(default=10, metadata={"range": ">= 0",
         "help": "a window found in at least this many training records is boilerplate: left out of the shares and "
                 "counted (0: off)"})
-    boilerplate_eval: int = field(default=20, metadata={
+    boilerplate_eval: int = field(default=20, metadata={"range": ">= 0",
         "help": "a window in at least this many distinct evaluation texts (questions, answers, options) is "
                 "boilerplate too (0: off)"})
     strict: bool = field(default=False, metadata={
@@ -86,7 +86,8 @@ class DecontaminateArgs:
                 "their data reports and the model card); here, also write the inputs without them to OUT/clean/"})
     on_bad_record: str = field(default="fail", metadata={
         "help": "an unreadable training record: fail (stop with file, line and field) or skip (count)"})
-    show: int = field(default=10, metadata={"help": "dirty items printed (every item is in OUT/items.jsonl)"})
+    show: int = field(default=10, metadata={"range": ">= 0",
+        "help": "dirty items printed (every item is in OUT/items.jsonl)"})
     out: str = field(default="runs/decontamination", metadata={"path": True,
         "help": "output folder: decontamination.json, items.jsonl, hits.jsonl, contaminated.jsonl (never one that "
                 "holds or lies inside the inputs)"})

@@ -159,3 +159,156 @@ def test_a_pipeline_with_home_in_its_paths_writes_where_they_point(tmp_path):
     manifest = json.loads((home / "runs/x/run.json").read_text())
     assert manifest["base_model"] == str(home / "models/tiny")
     assert (home / "runs/x/02_eval_before/results.json").is_file()
+
+
+# ---------------------------------------------------------------- ranges (issue 27 item 15)
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from yunshan.field_rules import parse_range  # noqa: E402
+
+
+def numeric_fields(cls) -> list[tuple[str, bool]]:
+    """(name, whole numbers only) of every field of `cls` typed int or float (or either | None)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        options = [a for a in typing.get_args(hints[f.name]) if a is not type(None)] or [hints[f.name]]
+        if options in ([int], [float]):
+            out.append((f.name, options == [int]))
+    return out
+
+
+NUMERIC = [(name, field_name, whole) for name, cls in sorted(CLASSES.items())
+           for field_name, whole in numeric_fields(cls)]
+# A value in one field's range that another field of the class must not fall below or exceed.
+RELATED = {("DecontaminateArgs", "clean_below"): lambda v: {"dirty_from": 1.0},
+           ("DecontaminateArgs", "dirty_from"): lambda v: {"clean_below": v}}
+RANGES = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def inside(rule: str, whole: bool):
+    low, low_in, high, high_in = parse_range(rule)
+    bounded = high != float("inf")
+    if whole:
+        return st.integers(int(low) + (not low_in), int(high) - (not high_in) if bounded else None)
+    return st.floats(low, high if bounded else None, exclude_min=not low_in, exclude_max=bounded and not high_in,
+                     allow_nan=False, allow_infinity=False)
+
+
+def outside(rule: str, whole: bool):
+    low, low_in, high, high_in = parse_range(rule)
+    if whole:
+        below = st.integers(None, int(low) - low_in)
+        return below if high == float("inf") else st.one_of(below, st.integers(int(high) + high_in, None))
+    below = st.floats(None, low, exclude_max=low_in, allow_nan=False, allow_infinity=False)
+    wrong = st.one_of(below, st.sampled_from([float("nan"), float("inf"), float("-inf")]))
+    return wrong if high == float("inf") else st.one_of(wrong, st.floats(high, None, exclude_min=high_in,
+                                                                         allow_nan=False, allow_infinity=False))
+
+
+def test_every_numeric_field_states_its_range():
+    """Every int and float field of every arguments dataclass declares the range it accepts (yunshan.field_rules),
+    and the flag's help shows it."""
+    import argparse
+
+    from yunshan.flags import add_flags
+
+    assert len(NUMERIC) > 80
+    for name, field_name, _ in NUMERIC:
+        f = next(f for f in dataclasses.fields(CLASSES[name]) if f.name == field_name)
+        assert "range" in f.metadata, f"{name}.{field_name} declares no range"
+        parse_range(f.metadata["range"])
+    for name, cls in CLASSES.items():
+        parser = argparse.ArgumentParser()
+        try:
+            add_flags(parser, cls)
+        except (TypeError, ValueError):  # a recipe section with nested sections is no flag set
+            continue
+        for action in parser._actions:
+            rule = next((f.metadata.get("range") for f in dataclasses.fields(cls) if f.name == action.dest), None)
+            if rule:
+                assert f"(range {rule})" in action.help, (name, action.dest, action.help)
+
+
+def _rule(name: str, field_name: str) -> str:
+    return next(f for f in dataclasses.fields(CLASSES[name]) if f.name == field_name).metadata["range"]
+
+
+@pytest.mark.parametrize("name, field_name, whole", NUMERIC, ids=[f"{n}.{f}" for n, f, _ in NUMERIC])
+@RANGES
+@given(data=st.data())
+def test_a_number_in_its_range_is_taken_and_one_outside_is_refused_at_its_line(tmp_path, name, field_name, whole,
+                                                                                 data):
+    """Hypothesis over each field's range: a value inside loads unchanged from a recipe file; a value outside (below,
+    above, NaN, an infinity) is refused in one line naming the file, the key's line and the range."""
+    cls, rule = CLASSES[name], _rule(name, field_name)
+    good = data.draw(inside(rule, whole), label="inside")
+    related = RELATED.get((name, field_name), lambda v: {})(good)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({**REQUIRED.get(name, {}), **related, field_name: good}), encoding="utf-8")
+    got = getattr(load_recipe(cls, recipe), field_name)
+    assert got == good or (name, field_name, good, got) == ("ExtendArgs", "max_token_chars", 0, None)  # 0: no limit
+    bad = data.draw(outside(rule, whole), label="outside")
+    text = yaml.safe_dump({**REQUIRED.get(name, {}), field_name: bad})
+    recipe.write_text(text, encoding="utf-8")
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith(f"{field_name}:"))
+    with pytest.raises(RecipeError) as err:
+        load_recipe(cls, recipe)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{recipe}:{line}: {field_name}: must be a finite number "
+                              if bad != bad or abs(bad) == float("inf") else f"{recipe}:{line}: {field_name}: must be "), \
+        message
+    assert rule in message
+
+
+@pytest.mark.parametrize("name, field_name, whole", NUMERIC, ids=[f"{n}.{f}" for n, f, _ in NUMERIC])
+def test_a_flag_out_of_its_range_is_named_by_the_flag(name, field_name, whole):
+    """The flags build the same dataclass: a value out of range is one line naming the flag and the range."""
+    import argparse
+
+    from yunshan.flags import from_flags
+
+    low, low_in, _, _ = parse_range(_rule(name, field_name))
+    bad = int(low) - 1 if whole else (low - 1 if low_in else low)
+    required = REQUIRED.get(name, {})
+    with pytest.raises(ValueError, match=rf"^--{field_name.replace('_', '-')}: must be .*, got {bad!r}$"):
+        from_flags(CLASSES[name], argparse.Namespace(**{**required, field_name: bad}))
+    if not whole:
+        with pytest.raises(ValueError, match=rf"^--{field_name.replace('_', '-')}: must be a finite number"):
+            from_flags(CLASSES[name], argparse.Namespace(**{**required, field_name: float("nan")}))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "--model", "m", "--limit", "-3"], "--limit: must be >= 1, got -3"),
+    (["eval", "--model", "m", "--limit", "0"], "--limit: must be >= 1, got 0"),
+    (["eval", "--model", "m", "--shots", "-2"], "--shots: must be >= 0, got -2"),
+    (["eval", "--model", "m", "--batch-size", "0"], "--batch-size: must be >= 1, got 0"),
+    (["chat", "m", "--temperature", "nan"], "--temperature: must be a finite number >= 0, got nan"),
+])
+def test_the_issues_flags_out_of_range_stop_in_one_line(argv, message, capsys):
+    from yunshan.cli import main
+
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("training.min_lr_ratio=-3", "training.min_lr_ratio: must be in [0, 1], got -3.0"),
+    ("training.max_grad_norm=.nan", "training.max_grad_norm: must be a finite number >= 0, got nan"),
+    ("training.learning_rate=.nan", "training.learning_rate: must be a finite number >= 0, got nan"),
+    ("training.learning_rate=-1e-4", "training.learning_rate: must be >= 0, got -0.0001"),
+])
+def test_the_issues_recipe_numbers_stop_at_their_line(tmp_path, override, message):
+    from yunshan.training.cpt import CptArgs
+
+    recipe = tmp_path / "cpt.yaml"
+    key, value = override.split("=")
+    section, name = key.split(".")
+    recipe.write_text(f"model:\n  preset: tiny\n{section}:\n  {name}: {value}\n", encoding="utf-8")
+    with pytest.raises(RecipeError) as err:
+        load_recipe(CptArgs, recipe)
+    assert str(err.value) == f"{recipe}:4: {message}"

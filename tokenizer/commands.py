@@ -31,7 +31,7 @@ class ExtensionCostArgs:
         "help": "LABEL=FILE held-out texts for --model (.txt: one continuous document; .jsonl: one per record)"})
     init: str = field(default="subword_mean", metadata={
         "help": "new-row initialisation for the --model measurement: subword_mean, mean or random"})
-    max_chars: int = field(default=20000, metadata={"help": "characters of each held-out file"})
+    max_chars: int = field(default=20000, metadata={"range": ">= 1", "help": "characters of each held-out file"})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "allow --model's (and the tokenizers') own Python code (auto_map) to run"})
 
@@ -52,7 +52,7 @@ class ReportArgs:
     text_field: str = field(default="text", metadata={"help": "record field holding the text"})
     txt_document: str = field(default="file", metadata={"help": ".txt files: one text per file (a held-out text is one "
                                                                 "document), paragraph or line"})
-    top_new: int = field(default=20, metadata={"help": "how many of the most used new tokens to list"})
+    top_new: int = field(default=20, metadata={"range": ">= 0", "help": "how many of the most used new tokens to list"})
     json: str | None = field(default=None, metadata={"path": True, "help": "also write the report as JSON here"})
 
     def __post_init__(self):

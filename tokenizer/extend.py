@@ -62,13 +62,15 @@ class ExtendArgs:
     corpus: list[str] = field(metadata={"path": True,
         "help": "domain corpus: files, folders or globs (.jsonl .json .parquet .csv .txt, each optionally "
                 ".gz/.zst/.xz/.bz2, or .zip), read as `yunshan cpt` reads a source"})
-    new_tokens: int = field(metadata={"help": "new tokens to add in total (word-list tokens included)"})
+    new_tokens: int = field(metadata={"range": ">= 1",
+        "help": "new tokens to add in total (word-list tokens included)"})
     out: str = field(default="", metadata={"path": True,
         "help": "output folder; written only if the whole extension succeeds"})
     words: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "word lists (one term per line) or builtin:finance / builtin:legal / builtin:all / builtin:NAME"})
-    min_frequency: int = field(default=2, metadata={"help": "a pair must occur at least this often to be merged"})
-    max_token_chars: int | None = field(default=16, metadata={
+    min_frequency: int = field(default=2, metadata={"range": ">= 1",
+        "help": "a pair must occur at least this often to be merged"})
+    max_token_chars: int | None = field(default=16, metadata={"range": ">= 0",
         "help": "longest corpus token, in characters (word-list terms are exempt); 0 or none for no limit"})
     format: str = field(default="auto", metadata={
         "help": "format of the corpus files: auto (from each file's name) or jsonl, json, parquet, csv, txt"})
@@ -79,22 +81,22 @@ class ExtendArgs:
     on_bad_record: str = field(default="fail", metadata={
         "help": "fail (stop at the first unusable record: file, line, field) or skip (skip and count by reason), as "
                 "yunshan cpt's data.on_bad_record"})
-    sample_chars: int = field(default=50_000_000, metadata={
+    sample_chars: int = field(default=50_000_000, metadata={"range": ">= 0",
         "help": "count the words of at most this many characters of the corpus: a seeded sample of its documents "
                 "when it is larger (the report states its size), so that memory and time stay bounded whatever "
                 "the corpus size; 0 counts the whole corpus"})
-    seed: int = field(default=0, metadata={"help": "seed of the --sample-chars sample"})
-    processes: int = field(default=0, metadata={
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]", "help": "seed of the --sample-chars sample"})
+    processes: int = field(default=0, metadata={"range": ">= 0",
         "help": "worker processes that count the corpus (0: one per core this process may run on)"})
     report_texts: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "texts to compare the base and extended tokenizers on (tokens per character), after extending"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace the --out folder of an earlier extension (never a folder holding other files)"})
-    budget_tokens: int | None = field(default=None, metadata={
+    budget_tokens: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "the training tokens the extended model will have (continual pretraining's planned tokens, replay "
                 "included; yunshan run fills it from its cpt section): --new-tokens is capped at budget_tokens / "
                 "tokens_per_new_token, so the new rows can be learned in that budget (unset: no cap)"})
-    tokens_per_new_token: int = field(default=0, metadata={
+    tokens_per_new_token: int = field(default=0, metadata={"range": ">= 0",
         "help": "training tokens needed per new token when --budget-tokens is given (0: the calibrated default, "
                 "TOKENS_PER_NEW_TOKEN; benchmarks/README.md, 'Laws: extension against no extension')"})
 

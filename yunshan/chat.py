@@ -59,12 +59,17 @@ class ChatArgs:
     trust_remote_code: bool = field(default=False, metadata={
         "help": "run the model folder's own modeling code (auto_map), as an exported PanGu-π or OTCE ships it"})
     system: str | None = field(default=None, metadata={"help": "system prompt put first in every conversation"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature; 0 decodes greedily"})
-    top_p: float = field(default=0.9, metadata={"help": "nucleus sampling: keep the most likely tokens up to this mass"})
-    top_k: int = field(default=0, metadata={"help": "sample among the k most likely tokens (0: no limit)"})
-    repetition_penalty: float = field(default=1.0, metadata={"help": "penalty on tokens already present (1: none)"})
-    max_new_tokens: int = field(default=512, metadata={"help": "longest answer in tokens"})
-    seed: int | None = field(default=None, metadata={"help": "seed of sampling (same seed, same answers)"})
+    temperature: float = field(default=0.7, metadata={"range": ">= 0",
+        "help": "sampling temperature; 0 decodes greedily"})
+    top_p: float = field(default=0.9, metadata={"range": "(0, 1]",
+        "help": "nucleus sampling: keep the most likely tokens up to this mass"})
+    top_k: int = field(default=0, metadata={"range": ">= 0",
+        "help": "sample among the k most likely tokens (0: no limit)"})
+    repetition_penalty: float = field(default=1.0, metadata={"range": "> 0",
+        "help": "penalty on tokens already present (1: none)"})
+    max_new_tokens: int = field(default=512, metadata={"range": ">= 1", "help": "longest answer in tokens"})
+    seed: int | None = field(default=None, metadata={"range": "[0, 4294967295]",
+        "help": "seed of sampling (same seed, same answers)"})
     dtype: str = field(default="auto", metadata={
         "help": "auto (bf16 autocast where the CPU/GPU multiplies bf16 fast, else float32), float32, bfloat16, "
                 "float16"})
@@ -78,12 +83,6 @@ class ChatArgs:
 
     def __post_init__(self):
         check_fields(self)
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be 0 (greedy) or positive, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0 or self.max_new_tokens < 1 or self.repetition_penalty <= 0:
-            raise ValueError("--top-k must be >= 0, --max-new-tokens >= 1 and --repetition-penalty > 0")
 
 
 # ---------------------------------------------------------------- loading

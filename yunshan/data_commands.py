@@ -90,10 +90,11 @@ class ConvertArgs:
         "help": "constant field added to every output record, e.g. lang=zh"})
     mask_pii: bool = field(default=False, metadata={
         "help": "replace resident ID numbers, mobile numbers and e-mail addresses by tags"})
-    min_chars: int = field(default=1, metadata={"help": "drop documents shorter than this"})
+    min_chars: int = field(default=1, metadata={"range": ">= 0", "help": "drop documents shorter than this"})
     dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents"})
-    max_records: str | None = field(default=None, metadata={"help": "stop after writing this many records"})
-    max_chars: str | None = field(default=None, metadata={
+    max_records: float | None = field(default=None, metadata={"range": ">= 1",
+        "help": "stop after writing this many records"})
+    max_chars: float | None = field(default=None, metadata={"range": ">= 1",
         "help": "stop before the characters written would exceed this (e.g. 5e8)"})
     on_bad_record: str = field(default="fail", metadata={
         "help": "fail (stop with file, line and field) or skip (count by reason)"})
@@ -111,7 +112,7 @@ class NamedConverterArgs:
         "help": "lawyer-llama, lawgpt-zh: drop the supporting law articles or prepend them to the question"})
     system: str = field(default="drop", metadata={
         "help": "chatlaw: drop or keep its meta_instruction as the system turn"})
-    heldout_fraction: float = field(default=0.1, metadata={
+    heldout_fraction: float = field(default=0.1, metadata={"range": "(0, 1)",
         "help": "jecqa-holdout: share of questions held out (by a hash of the id)"})
     layout: str | None = field(default=None, metadata={"help": "mc-parquet: the CSV layout to write"})
     subject_mapping: str | None = field(default=None, metadata={"path": True,
@@ -152,16 +153,9 @@ def _pairs(items: list[str], option: str) -> dict[str, list[str]]:
     return out
 
 
-def _number(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number (5e8 is fine), got {text!r}") from None
-    if value <= 0:
-        raise ValueError(f"expected a positive number, got {text!r}")
-    return int(value)
+def _number(value: float | None) -> int | None:
+    """A count given as a number (5e8 is fine; its range, >= 1, is checked by the field)."""
+    return None if value is None else int(value)
 
 
 def run(args: argparse.Namespace) -> int:

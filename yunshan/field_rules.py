@@ -14,14 +14,23 @@ in Python.
   first "=" is the path). `~` and environment variables ($NAME, ${NAME}) are expanded, the same way for every field
   of every command; a variable that is not set is an error, never a folder literally named "$DATA". A recipe's own
   variables (${samples}, ${data}, ${models}, ${recipe_dir}) are the loader's and are replaced before.
+- `range`: the field holds a number (None where the field allows it: the default applies) in this range, written
+  ">= 1", "> 0", "[0, 1]", "(0, 1]", "[0, 1)" or "(0, 1)". NaN, infinities and true/false are never in a range.
+  Every int and float field declares one (tests/test_field_rules.py checks it, with hypothesis over each range); the
+  flags' help shows it (yunshan.flags).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import os
 import re
+import typing
 
+_BOUND = re.compile(r"^(>=|>)\s*(\S+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*([^,\s]+)\s*,\s*([^\])\s]+)\s*([\])])$")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -37,7 +46,7 @@ class FieldError(ValueError):
 
 def check_fields(obj) -> None:
     """Apply the metadata rules of every field of the dataclass instance `obj` (module docstring): paths expanded in
-    place. Raises FieldError naming the field."""
+    place, numbers checked against their range. Raises FieldError naming the field."""
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         kind = f.metadata.get("path")
@@ -48,6 +57,43 @@ def check_fields(obj) -> None:
             except ValueError as err:
                 raise FieldError(f.name, str(err)) from None
             object.__setattr__(obj, f.name, expanded)
+        rule = f.metadata.get("range")
+        if rule and value is not None:
+            problem = range_problem(value, rule, whole=_whole_numbers(type(obj)).get(f.name, False))
+            if problem:
+                raise FieldError(f.name, problem)
+
+
+def parse_range(rule: str) -> tuple[float, bool, float, bool]:
+    """(low, low included, high, high included) of a range as fields write it (module docstring)."""
+    m = _BOUND.match(rule.strip())
+    if m:
+        return float(m.group(2)), m.group(1) == ">=", math.inf, False
+    m = _INTERVAL.match(rule.strip())
+    if m:
+        return float(m.group(2)), m.group(1) == "[", float(m.group(3)), m.group(4) == "]"
+    raise ValueError(f"not a range: {rule!r} (write >= A, > A, [A, B], (A, B], [A, B) or (A, B))")
+
+
+def range_problem(value, rule: str, whole: bool = False) -> str | None:
+    """What is wrong with `value` for the range `rule` (a whole number when `whole`), in words stating the range; None
+    when it is in the range."""
+    low, low_in, high, high_in = parse_range(rule)
+    stated = f"in {rule}" if rule[0] in "[(" else rule
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        return f"must be {'a whole number' if whole else 'a number'} {stated}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number {stated}, got {value!r}"
+    if value < low or (value == low and not low_in) or value > high or (value == high and not high_in):
+        return f"must be {stated}, got {value!r}"
+    return None
+
+
+@functools.cache
+def _whole_numbers(cls) -> dict[str, bool]:
+    """Whether each field of dataclass `cls` is typed int (or int | None): its range holds whole numbers only."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] in (int, int | None) for f in dataclasses.fields(cls)}
 
 
 def expand_path(text: str, kind: bool | str = True) -> str:

@@ -66,6 +66,8 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, *,
         kind, item = _kind(hints[f.name])
         default = _default(f)
         help_text = f.metadata.get("help", "")
+        if "range" in f.metadata:  # checked by yunshan.field_rules when the dataclass is built
+            help_text += f" (range {f.metadata['range']})"
         if f.name in positional:
             nargs = ("+" if default is dataclasses.MISSING else "*") if kind == "list" else None
             parser.add_argument(f.name, metavar=positional[f.name], nargs=nargs, type=item, help=help_text)

@@ -37,6 +37,11 @@ class RecipeError(ValueError):
     """A recipe problem, with file, line and dotted path in the message."""
 
 
+# The most values (mappings, lists, scalars) a recipe may expand to, aliases expanded; the largest shipped recipe has
+# a few hundred.
+MAX_VALUES = 10_000
+
+
 # ---------------------------------------------------------------- YAML with line numbers
 
 
@@ -51,24 +56,59 @@ def _compose_with_lines(text: str, filename: str) -> tuple[Any, dict[str, int]]:
                           "YAML (control characters other than tab and line ends)") from None
     except yaml.YAMLError as err:
         raise _yaml_error(err, filename) from None
+    except RecursionError:  # PyYAML's composer recurses once per level of nesting
+        raise RecipeError(f"{filename}: YAML nested too deeply to read (thousands of levels); a recipe is a few "
+                          "levels deep") from None
+    return _tree(node, filename)
+
+
+def _tree(node, filename: str) -> tuple[Any, dict[str, int]]:
+    """The plain tree (dicts, lists, scalars) of a composed YAML node, and the line of every dotted path."""
     lines: dict[str, int] = {}
+    # YAML aliases share one node wherever they are used, so a small file can stand for a huge tree (a "billion
+    # laughs" file: 9 levels of 9 aliases are 387 million values) or for an endless one (an alias inside the value it
+    # names). The walk below expands every alias, so it counts what it builds and refuses a cycle.
+    budget = [MAX_VALUES]
+    holding: set[int] = set()  # the nodes being built: the current one and those holding it
 
     def walk(n, path):
         if n is None:
             return None
-        lines[path] = n.start_mark.line + 1
+        line = n.start_mark.line + 1
+        if id(n) in holding:
+            raise RecipeError(f"{filename}:{line}: {path or '(top level)'}: an alias refers to the value "
+                              "that holds it (a recursive YAML structure); a recipe must be a finite tree")
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise RecipeError(f"{filename}:{line}: YAML aliases expand to more than {MAX_VALUES:,} values (a recipe "
+                              "holds a few hundred): write the repeated part out or alias less")
+        lines[path] = line
         if isinstance(n, yaml.MappingNode):
-            out = {}
-            for key_node, value_node in n.value:
-                key = key_node.value
-                if key in out:
-                    raise RecipeError(f"{filename}:{key_node.start_mark.line + 1}: duplicate key {_join(path, key)!r}")
-                out[key] = walk(value_node, _join(path, key))
-                lines[_join(path, key)] = key_node.start_mark.line + 1
-            return out
+            holding.add(id(n))
+            try:
+                return _mapping(n, path)
+            finally:
+                holding.discard(id(n))
         if isinstance(n, yaml.SequenceNode):
-            return [walk(v, _join(path, str(i))) for i, v in enumerate(n.value)]
+            holding.add(id(n))
+            try:
+                return [walk(v, _join(path, str(i))) for i, v in enumerate(n.value)]
+            finally:
+                holding.discard(id(n))
         return _scalar(n)
+
+    def _mapping(n, path):
+        out = {}
+        for key_node, value_node in n.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise RecipeError(f"{filename}:{key_node.start_mark.line + 1}: {path or '(top level)'}: a key must be "
+                                  "a plain name, not a list or mapping")
+            key = key_node.value
+            if key in out:
+                raise RecipeError(f"{filename}:{key_node.start_mark.line + 1}: duplicate key {_join(path, key)!r}")
+            out[key] = walk(value_node, _join(path, key))
+            lines[_join(path, key)] = key_node.start_mark.line + 1
+        return out
 
     try:
         return walk(node, ""), lines
@@ -243,11 +283,15 @@ def apply_override(data: dict, dotted: str, raw_value: str) -> None:
     """Set `dotted` (e.g. training.learning_rate or data.sources.finance.weight) in the raw recipe dict."""
     shown = _shown(dotted)
     try:
-        value = yaml.safe_load(raw_value) if raw_value != "" else ""
+        node = yaml.compose(raw_value, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err).split("\n")[0]
         raise RecipeError(f"override {shown}={raw_value!r}: not a YAML value ({' '.join(str(problem).split())}); "
                           "quote a plain string, for example key='\"text\"'") from None
+    except RecursionError:
+        raise RecipeError(f"override {shown}: YAML nested too deeply to read") from None
+    # Through the same walk as a file: aliases bounded, a recursive value refused.
+    value = _tree(node, f"override {shown}")[0] if raw_value != "" else ""
     keys = dotted.split(".")
     node = data
     for i, key in enumerate(keys):
@@ -380,7 +424,8 @@ def describe(cls, prefix: str = "") -> list[tuple[str, str, str]]:
         if dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, key))
             continue
-        rows.append((key, _type_name(tp), f.metadata.get("help", "")))
+        rows.append((key, _type_name(tp) + (f" {f.metadata['range']}" if "range" in f.metadata else ""),
+                     f.metadata.get("help", "")))
         inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
         if inner and typing.get_origin(tp) is list:
             rows.extend(describe(inner[0], key + ".N"))

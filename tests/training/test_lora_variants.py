@@ -141,7 +141,7 @@ def test_a_variant_resumed_from_a_checkpoint_equals_an_uninterrupted_run(setup, 
     ({"init_lora_weights": "pissa_niter_x"}, "lora.init_lora_weights 'pissa_niter_x'"),
     ({"target_modules": "q_proj"}, "lora.target_modules 'q_proj': give a list of module names ([q_proj]) or all-linear"),
     ({"target_modules": ["all-linear", "q_proj"]}, "all-linear already takes every linear layer"),
-    ({"loraplus_lr_ratio": 0.5}, "lora.loraplus_lr_ratio must be at least 1"),
+    ({"loraplus_lr_ratio": 0.5}, "lora.loraplus_lr_ratio: must be >= 1, got 0.5"),
     ({"use_dora": "maybe"}, "lora.use_dora: expected true or false"),
 ])
 def test_bad_variant_settings_are_one_line_errors(setup, tmp_path, lora, message):

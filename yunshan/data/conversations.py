@@ -35,19 +35,19 @@ class SftSourceArgs:
     path: list[str] | str = field(metadata={"path": True,
         "help": "file, folder or glob (.jsonl/.json; .csv for ceval)"})
     format: str = field(metadata={"help": f"one of {', '.join(SFT_FORMATS)}"})
-    weight: float = field(default=1.0, metadata={"help": "sampling weight: 2.0 repeats every sample twice, 0.5 "
+    weight: float = field(default=1.0, metadata={"range": "> 0",
+        "help": "sampling weight: 2.0 repeats every sample twice, 0.5 "
                                                          "keeps a random half"})
-    max_samples: int | None = field(default=None, metadata={"help": "cap on samples from this source (after weight)"})
+    max_samples: int | None = field(default=None, metadata={"range": ">= 0",
+        "help": "cap on samples from this source (after weight)"})
     system: str | None = field(default=None, metadata={"help": "system prompt added to samples that have none"})
-    heldout: int = field(default=0, metadata={"help": "samples held out for generation at the end"})
+    heldout: int = field(default=0, metadata={"range": ">= 0", "help": "samples held out for generation at the end"})
     card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
     def __post_init__(self):
         check_fields(self)
         if self.format not in SFT_FORMATS:
             raise ValueError(f"sft source {self.name!r}: format {self.format!r} is not one of {', '.join(SFT_FORMATS)}")
-        if not self.weight > 0:
-            raise ValueError(f"sft source {self.name!r}: weight must be > 0")
 
 
 @dataclass

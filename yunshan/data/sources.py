@@ -45,7 +45,8 @@ class SourceArgs:
         default=None,
         metadata={"help": "keep records whose fields equal these values (a list means any of them), e.g. {lang: zh}"},
     )
-    weight: float = field(default=1.0, metadata={"help": "share of training tokens (normalised over sources)"})
+    weight: float = field(default=1.0, metadata={"range": "> 0",
+        "help": "share of training tokens (normalised over sources)"})
     on_exhausted: str = field(
         default="repeat", metadata={"help": "repeat (reshuffle and start a new epoch) or stop (end the run)"}
     )
@@ -65,8 +66,6 @@ class SourceArgs:
             raise ValueError(f"source {self.name!r}: on_exhausted must be repeat or stop, got {self.on_exhausted!r}")
         if self.txt_document not in TXT_DOCUMENTS:
             raise ValueError(f"source {self.name!r}: txt_document must be one of {', '.join(TXT_DOCUMENTS)}")
-        if not self.weight > 0:
-            raise ValueError(f"source {self.name!r}: weight must be > 0, got {self.weight}")
 
 
 @dataclass

@@ -37,11 +37,11 @@ class UpcycleArgs:
     src: str = field(metadata={"path": True, "help": "a LlamaForCausalLM: folder (save_pretrained) or Hub id ORG/NAME"})
     dst: str = field(metadata={"path": True,
         "help": "output folder (model with remote code, plus the source's tokenizer files)"})
-    siaf_terms: int = field(default=2, metadata={"help": "n, SIAF terms"})
-    aug_shortcuts: int = field(default=1, metadata={"help": "T, augmented shortcuts per layer"})
-    aug_reduction: int = field(default=32, metadata={"help": "r, shortcut bottleneck reduction"})
-    siaf_neighbor_kernel: int = field(default=1, metadata={"help": "neighbour conv kernel (1 = off)"})
-    seed: int = field(default=0, metadata={"help": "seed for the shortcuts' W1"})
+    siaf_terms: int = field(default=2, metadata={"range": ">= 1", "help": "n, SIAF terms"})
+    aug_shortcuts: int = field(default=1, metadata={"range": ">= 0", "help": "T, augmented shortcuts per layer"})
+    aug_reduction: int = field(default=32, metadata={"range": ">= 1", "help": "r, shortcut bottleneck reduction"})
+    siaf_neighbor_kernel: int = field(default=1, metadata={"range": ">= 1", "help": "neighbour conv kernel (1 = off)"})
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]", "help": "seed for the shortcuts' W1"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in src"})
 
     def __post_init__(self):

@@ -39,7 +39,8 @@ class StandInBaseArgs:
 
     tokenizer_corpus: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "text for the base tokenizer"})
-    vocab_size: int = field(default=4000, metadata={"help": "base tokenizer vocabulary (byte-level BPE)"})
+    vocab_size: int = field(default=4000, metadata={"range": ">= 259",
+        "help": "base tokenizer vocabulary (byte-level BPE)"})
     model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
     data: CptDataArgs = field(default_factory=CptDataArgs)
     training: TrainArgs = field(default_factory=TrainArgs)

@@ -65,19 +65,19 @@ class ServeArgs:
         "help": "the name clients give as `model` (default: the run's name or the folder's name)"})
     host: str = field(default="127.0.0.1", metadata={
         "help": "address to listen on (0.0.0.0: every interface; then set an API key)"})
-    port: int = field(default=8000, metadata={"help": "TCP port"})
+    port: int = field(default=8000, metadata={"range": "[0, 65535]", "help": "TCP port"})
     api_key: str | None = field(default=None, metadata={
         "help": f"require `Authorization: Bearer KEY` on /v1 requests (or set {API_KEY_ENV}, which ps does not show)"})
-    max_batch_size: int = field(default=8, metadata={
+    max_batch_size: int = field(default=8, metadata={"range": ">= 1",
         "help": "most rows (requests x n) generated together in one batch"})
-    max_queue: int = field(default=256, metadata={
+    max_queue: int = field(default=256, metadata={"range": ">= 1",
         "help": "most requests waiting; beyond it a request gets 429 (the openai client retries)"})
-    max_n: int = field(default=8, metadata={"help": "largest n (choices per request) accepted"})
-    max_tokens: int = field(default=512, metadata={
+    max_n: int = field(default=8, metadata={"range": ">= 1", "help": "largest n (choices per request) accepted"})
+    max_tokens: int = field(default=512, metadata={"range": ">= 1",
         "help": "answer length of a request that gives no max_tokens (never beyond the model's context)"})
-    seed: int | None = field(default=None, metadata={
+    seed: int | None = field(default=None, metadata={"range": "[0, 4294967295]",
         "help": "seed of the server's sampling (a request's own `seed` fixes its answer in any case)"})
-    drain_timeout: float = field(default=60.0, metadata={
+    drain_timeout: float = field(default=60.0, metadata={"range": ">= 0",
         "help": "after Ctrl-C, seconds to finish the requests already received before refusing the rest (503)"})
     dtype: str = field(default="auto", metadata={
         "help": "auto (bf16 autocast where the CPU/GPU multiplies bf16 fast, else float32), float32, bfloat16, "
@@ -87,12 +87,6 @@ class ServeArgs:
 
     def __post_init__(self):
         check_fields(self)
-        if self.max_batch_size < 1 or self.max_queue < 1 or self.max_n < 1 or self.max_tokens < 1:
-            raise ValueError("--max-batch-size, --max-queue, --max-n and --max-tokens must be >= 1")
-        if not 0 <= self.port < 65536:
-            raise ValueError(f"--port must be in 0-65535, got {self.port}")
-        if self.drain_timeout < 0:
-            raise ValueError(f"--drain-timeout must be >= 0, got {self.drain_timeout}")
 
 
 def served_name(args: ServeArgs, model_dir: Path) -> str:

@@ -33,7 +33,8 @@ class ModelArgs:
         default=None, metadata={"help": "instead of a folder: build a PanGu-π from a preset (pangu-pi-1b, tiny, ...)"})
     config_overrides: dict | None = field(
         default=None, metadata={"help": "config fields to change when building from a preset"})
-    init_seed: int = field(default=0, metadata={"help": "seed for the initial weights of a preset model"})
+    init_seed: int = field(default=0, metadata={"range": "[0, 4294967295]",
+        "help": "seed for the initial weights of a preset model"})
     dtype: str = field(default="float32", metadata={
         "help": "dtype to load weights in: float32, bfloat16, float16 or auto (float32); yunshan.precision"})
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager or sdpa (or any transformers backend)"})
@@ -70,40 +71,45 @@ class TrainArgs:
     """Optimisation, schedule, checkpoints and logging (transformers' Trainer underneath)."""
 
     output_dir: str = field(default="runs/cpt", metadata={"path": True, "help": "run folder: model, logs, checkpoints"})
-    max_steps: int | None = field(default=None, metadata={
+    max_steps: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "optimizer steps in all, the embedding warm-up of an extended vocabulary included (default 1000; "
                 "for SFT with epochs, the steps those take). Given, it wins over epochs, as in transformers' Trainer"})
-    per_device_batch_size: int = field(default=8, metadata={"help": "sequences per process per micro-step"})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-steps per optimizer step"})
-    learning_rate: float = field(default=1e-4, metadata={"help": "peak learning rate"})
-    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine decays to learning_rate * min_lr_ratio"})
+    per_device_batch_size: int = field(default=8, metadata={"range": ">= 1",
+        "help": "sequences per process per micro-step"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"range": ">= 1",
+        "help": "micro-steps per optimizer step"})
+    learning_rate: float = field(default=1e-4, metadata={"range": ">= 0", "help": "peak learning rate"})
+    min_lr_ratio: float = field(default=0.1, metadata={"range": "[0, 1]",
+        "help": "cosine decays to learning_rate * min_lr_ratio"})
     lr_scheduler: str = field(default="cosine", metadata={"help": "cosine (to min_lr_ratio), linear or constant"})
-    warmup_steps: int = field(default=0, metadata={"help": "linear warm-up steps"})
-    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1 (paper: 0.9)"})
-    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (paper: 0.95)"})
-    adam_epsilon: float = field(default=1e-8, metadata={"help": "AdamW epsilon"})
-    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    warmup_steps: int = field(default=0, metadata={"range": ">= 0", "help": "linear warm-up steps"})
+    adam_beta1: float = field(default=0.9, metadata={"range": "[0, 1)", "help": "AdamW beta1 (paper: 0.9)"})
+    adam_beta2: float = field(default=0.95, metadata={"range": "[0, 1)", "help": "AdamW beta2 (paper: 0.95)"})
+    adam_epsilon: float = field(default=1e-8, metadata={"range": "> 0", "help": "AdamW epsilon"})
+    weight_decay: float = field(default=0.1, metadata={"range": ">= 0", "help": "AdamW weight decay"})
+    max_grad_norm: float = field(default=1.0, metadata={"range": ">= 0", "help": "gradient clipping norm"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations to save memory"})
     precision: str = field(default="auto", metadata={
         "help": "auto (bfloat16 autocast where the hardware multiplies bf16 fast, else float32), float32, bfloat16 or "
                 "float16 (fp32, bf16, fp16 mean the same); yunshan.precision"})
-    logging_steps: int = field(default=10, metadata={"help": "log every N steps"})
-    save_steps: int = field(default=500, metadata={"help": "checkpoint every N steps"})
-    save_total_limit: int = field(default=2, metadata={"help": "complete checkpoints to keep"})
+    logging_steps: int = field(default=10, metadata={"range": ">= 1", "help": "log every N steps"})
+    save_steps: int = field(default=500, metadata={"range": ">= 1", "help": "checkpoint every N steps"})
+    save_total_limit: int = field(default=2, metadata={"range": ">= 1", "help": "complete checkpoints to keep"})
     resume: str = field(default="auto", metadata={"path": True,
         "help": "auto (newest complete checkpoint, if any), never, or a path"})
-    seed: int = field(default=42, metadata={"help": "seed of the model-side randomness (dropout, LoRA init)"})
+    seed: int = field(default=42, metadata={"range": "[0, 4294967295]",
+        "help": "seed of the model-side randomness (dropout, LoRA init)"})
     report_to: list[str] = field(default_factory=list, metadata={
         "help": "experiment trackers, as transformers' report_to: tensorboard (output_dir/tensorboard), wandb, "
                 "mlflow, swanlab, or none (the default); yunshan.training.tracking"})
     run_name: str | None = field(default=None, metadata={
         "help": "run name shown by the trackers (default: the output folder's name)"})
     epochs: float | None = field(
-        default=None, metadata={"help": "SFT only: passes over the data; max_steps is computed from it unless "
+        default=None, metadata={"range": "> 0",
+        "help": "SFT only: passes over the data; max_steps is computed from it unless "
                                         "max_steps is given (which wins)"})
     neftune_noise_alpha: float | None = field(
-        default=None, metadata={"help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
+        default=None, metadata={"range": ">= 0", "help": "SFT only: NEFTune noise on the input embeddings (e.g. 5)"})
     deepspeed: str | None = field(default=None, metadata={"path": True,
         "help": "DeepSpeed JSON config (with accelerate launch)"})
     fsdp: str | None = field(default=None, metadata={"help": "FSDP options for transformers (e.g. 'full_shard auto_wrap')"})
@@ -113,9 +119,6 @@ class TrainArgs:
         check_fields(self)
         if self.lr_scheduler not in ("cosine", "linear", "constant"):
             raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
-        for name in ("max_steps", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
         self.precision = precision_name(self.precision, "training.precision")
         for name in self.report_to:
             if name not in REPORT_TO:
@@ -146,10 +149,10 @@ class LoraArgs:
     as PEFT implements them: DoRA, rsLoRA, PiSSA / OLoRA initialisation, LoRA+."""
 
     enabled: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
-    r: int = field(default=16, metadata={"help": "LoRA rank"})
-    alpha: int = field(default=32, metadata={"help": "LoRA alpha: the adapter is scaled by alpha / r (rsLoRA: "
-                                                     "alpha / sqrt(r))"})
-    dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
+    r: int = field(default=16, metadata={"range": ">= 1", "help": "LoRA rank"})
+    alpha: int = field(default=32, metadata={"range": "> 0",
+        "help": "LoRA alpha: the adapter is scaled by alpha / r (rsLoRA: alpha / sqrt(r))"})
+    dropout: float = field(default=0.05, metadata={"range": "[0, 1)", "help": "LoRA dropout"})
     target_modules: list[str] | str | None = field(
         default=None, metadata={"help": "module names to adapt (a list, each the module's name or its last dotted "
                                         "parts), or all-linear: every linear layer but the output head (PEFT's rule; "
@@ -168,7 +171,7 @@ class LoraArgs:
                 "randomised SVD: much faster on large weights), olora (OLoRA, arXiv:2406.01775: an orthonormal QR basis "
                 "of each weight). pissa and olora change the base weights in memory; the adapter is saved converted to "
                 "a plain LoRA adapter of rank 2r for the unchanged base, and the merged model is exact either way"})
-    loraplus_lr_ratio: float | None = field(default=None, metadata={
+    loraplus_lr_ratio: float | None = field(default=None, metadata={"range": ">= 1",
         "help": "LoRA+ (Hayou et al. 2024, arXiv:2402.12354): the B matrices (and other 1-D trainable parameters, "
                 "DoRA's magnitudes among them, as PEFT groups them) learn at this many times training.learning_rate, "
                 "the A matrices and the new vocabulary rows at training.learning_rate (PEFT's "
@@ -176,9 +179,11 @@ class LoraArgs:
     new_token_training: str = field(
         default="auto", metadata={"help": "for an extended vocabulary: auto, rows (whole embed_tokens/lm_head), "
                                           "indices (only the new rows), none"})
-    indices_threshold: int = field(default=512, metadata={"help": "auto: up to this many new tokens -> indices"})
+    indices_threshold: int = field(default=512, metadata={"range": ">= 0",
+        "help": "auto: up to this many new tokens -> indices"})
 
     def __post_init__(self):
+        check_fields(self)
         import re
 
         if self.new_token_training not in ("auto", "rows", "indices", "none"):
@@ -192,15 +197,10 @@ class LoraArgs:
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             raise ValueError(f"lora.target_modules {self.target_modules!r}: give a list of module names "
                              f"([{self.target_modules}]) or all-linear")
-        if self.r < 1:
-            raise ValueError(f"lora.r must be at least 1, got {self.r}")
         init = self.init_lora_weights
         if init not in LORA_INITS and not re.fullmatch(r"pissa_niter_\d+", str(init)):
             raise ValueError(f"lora.init_lora_weights {init!r} is not one of {', '.join(LORA_INITS)} "
                              "(N a whole number of SVD iterations)")
-        if self.loraplus_lr_ratio is not None and not self.loraplus_lr_ratio >= 1:
-            raise ValueError(f"lora.loraplus_lr_ratio must be at least 1 (B learns this many times faster than A; "
-                             f"the paper uses 16), got {self.loraplus_lr_ratio!r}")
 
     @property
     def mutates_base(self) -> bool:

@@ -35,13 +35,15 @@ class CptDataArgs:
     """The mixture: sources with token weights, packed into fixed-length sequences."""
 
     sources: list[SourceArgs] = field(default_factory=list, metadata={"help": "corpus sources with weights"})
-    seq_len: int = field(default=2048, metadata={"help": "tokens per packed training sequence"})
+    seq_len: int = field(default=2048, metadata={"range": ">= 8", "help": "tokens per packed training sequence"})
     document_mask: bool = field(
         default=False, metadata={"help": "restart positions per document and keep attention inside documents"})
     chunk_tokens: int | None = field(
-        default=None, metadata={"help": "longest piece taken from one source at a time (default seq_len / 4); "
+        default=None, metadata={"range": ">= 1",
+        "help": "longest piece taken from one source at a time (default seq_len / 4); "
                                         "the token ratio holds to within 2 * chunk_tokens over any stretch"})
-    block_size: int = field(default=1024, metadata={"help": "documents read, tokenised and shuffled together"})
+    block_size: int = field(default=1024, metadata={"range": ">= 1",
+        "help": "documents read, tokenised and shuffled together"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (stop with file, line, field) or skip (count)"})
     dedup: bool = field(default=False, metadata={"help": "drop exact duplicate documents (content hash), counted"})
     exclude: str | None = field(default=None, metadata={"path": True,
@@ -49,14 +51,13 @@ class CptDataArgs:
                 "each counted as dropped 'contaminated'"})
     add_bos: str = field(default="auto", metadata={"help": "BOS before each document: auto (if the tokenizer "
                                                            "adds one by default), true or false"})
-    seed: int = field(default=0, metadata={"help": "seed of the data order (shuffles, mixing)"})
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]",
+        "help": "seed of the data order (shuffles, mixing)"})
 
     def __post_init__(self):
         check_fields(self)
         if self.on_bad_record not in ("fail", "skip"):
             raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
-        if self.seq_len < 8:
-            raise ValueError(f"data.seq_len must be >= 8, got {self.seq_len}")
         if self.add_bos not in ("auto", "true", "false", True, False):
             raise ValueError(f"data.add_bos must be auto, true or false, got {self.add_bos!r}")
 
@@ -65,11 +66,14 @@ class CptDataArgs:
 class MonitorArgs:
     """The forgetting monitor: held-out bits per character during training."""
 
-    every_steps: int = field(default=100, metadata={"help": "measure every N steps (0 = only at start and end)"})
+    every_steps: int = field(default=100, metadata={"range": ">= 0",
+        "help": "measure every N steps (0 = only at start and end)"})
     general: list[str] = field(default_factory=list, metadata={"path": True, "help": "held-out general text files"})
     domain: list[str] = field(default_factory=list, metadata={"path": True, "help": "held-out domain text files"})
-    max_chars: int = field(default=20000, metadata={"help": "characters of each held-out set to score"})
-    max_length: int | None = field(default=None, metadata={"help": "scoring window (default data.seq_len)"})
+    max_chars: int = field(default=20000, metadata={"range": ">= 1",
+        "help": "characters of each held-out set to score"})
+    max_length: int | None = field(default=None, metadata={"range": ">= 2",
+        "help": "scoring window (default data.seq_len)"})
 
     def __post_init__(self):
         check_fields(self)

@@ -42,6 +42,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from yunshan.field_rules import check_fields
+
 from yunshan.training.engines import named_parameters, reset_optimizer_state
 
 STATE_FILE = "warmup_state.json"
@@ -55,29 +57,29 @@ class EmbeddingWarmupArgs:
         "help": "auto (on when the tokenizer adds tokens to the model's and the new rows are trainable), true, false"})
     fit: bool = field(default=True, metadata={
         "help": "fit the new output rows to the frozen model's hidden states on the first training sequences"})
-    fit_sequences: int = field(default=64, metadata={"help": "training sequences whose hidden states the fit uses"})
-    fit_rounds: int = field(default=0, metadata={
+    fit_sequences: int = field(default=64, metadata={"range": ">= 1",
+        "help": "training sequences whose hidden states the fit uses"})
+    fit_rounds: int = field(default=0, metadata={"range": ">= 0",
         "help": "fit rounds (hidden states recomputed each round); 0 = 3 for a tied model, 1 for an untied one"})
-    fit_epochs: int = field(default=3, metadata={"help": "passes over the cached hidden states per round"})
-    fit_learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate of the fit"})
-    steps: int | None = field(default=None, metadata={
+    fit_epochs: int = field(default=3, metadata={"range": ">= 1",
+        "help": "passes over the cached hidden states per round"})
+    fit_learning_rate: float = field(default=3e-3, metadata={"range": "> 0", "help": "Adam learning rate of the fit"})
+    steps: int | None = field(default=None, metadata={"range": ">= 0",
         "help": "most steps in which only the new rows train, counted inside training.max_steps (the run's budget: "
                 "the warm-up takes its first steps, continual pretraining the rest); default: a quarter of "
                 "training.max_steps, at most 100 (WARMUP_SHARE, WARMUP_MAX_STEPS). Must be below training.max_steps"})
-    learning_rate: float = field(default=1e-3, metadata={"help": "learning rate of the new rows during the warm-up"})
+    learning_rate: float = field(default=1e-3, metadata={"range": "> 0",
+        "help": "learning rate of the new rows during the warm-up"})
     until_base_bpc: bool = field(default=True, metadata={
         "help": "end the warm-up early once every held-out bits/char is at or below the base model's"})
-    check_every: int = field(default=20, metadata={"help": "warm-up steps between two held-out checks"})
+    check_every: int = field(default=20, metadata={"range": ">= 1",
+        "help": "warm-up steps between two held-out checks"})
 
     def __post_init__(self):
+        check_fields(self)
         if str(self.enabled).lower() not in ("auto", "true", "false"):
             raise ValueError(f"warmup.enabled must be auto, true or false, got {self.enabled!r}")
         self.enabled = str(self.enabled).lower()
-        for name in ("fit_sequences", "fit_epochs", "check_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"warmup.{name} must be >= 1, got {getattr(self, name)}")
-        if self.fit_rounds < 0 or (self.steps is not None and self.steps < 0):
-            raise ValueError("warmup.fit_rounds and warmup.steps must be >= 0")
 
 
 # The share of training.max_steps the warm-up may take when warmup.steps is not given. With until_base_bpc it ends

@@ -34,7 +34,8 @@ class SftDataArgs:
     """The SFT mixture: instruction sources shuffled into one training set."""
 
     sources: list[SftSourceArgs] = field(default_factory=list, metadata={"help": "instruction sources"})
-    max_length: int = field(default=2048, metadata={"help": "tokens per sample (per packed row with packing)"})
+    max_length: int = field(default=2048, metadata={"range": ">= 2",
+        "help": "tokens per sample (per packed row with packing)"})
     overlong: str = field(
         default="truncate_prompt",
         metadata={"help": "a sample longer than max_length: truncate_prompt (drop the oldest turns; never cut "
@@ -44,8 +45,10 @@ class SftDataArgs:
     exclude: str | None = field(default=None, metadata={"path": True,
         "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its samples are left out, "
                 "each counted as dropped 'contaminated'"})
-    seed: int = field(default=0, metadata={"help": "seed of sampling, shuffling and packing"})
-    max_new_tokens: int = field(default=128, metadata={"help": "tokens generated for each held-out prompt at the end"})
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]",
+        "help": "seed of sampling, shuffling and packing"})
+    max_new_tokens: int = field(default=128, metadata={"range": ">= 1",
+        "help": "tokens generated for each held-out prompt at the end"})
 
     def __post_init__(self):
         check_fields(self)
