@@ -189,7 +189,7 @@ def check_out(out: str | Path, reads: list[str]) -> None:
     for spec in reads:
         spec = os.path.expanduser(str(spec))
         path = Path(os.path.abspath(spec))
-        if any(ch in spec for ch in "*?["):
+        if any(ch in spec for ch in "*?[") and not os.path.exists(spec):  # an existing path is itself (resolve_paths)
             import glob
 
             inside = [p for p in glob.glob(spec, recursive=True) if out in Path(os.path.abspath(p)).parents]

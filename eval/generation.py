@@ -20,8 +20,12 @@ def render_chat(tokenizer, prompt: str) -> str:
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("chat mode needs a tokenizer with a chat_template (tokenizer_config.json); "
                          "use --chat off to continue raw prompts")
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    from yunshan.data.chat import TemplateError, render
+
+    try:
+        return render(tokenizer, [{"role": "user", "content": prompt}], add_generation_prompt=True)
+    except TemplateError as err:  # one line naming the tokenizer, not a Jinja traceback
+        raise ValueError(f"{err}, or use --chat off to continue raw prompts") from None
 
 
 def use_chat(tokenizer, chat: str) -> bool:

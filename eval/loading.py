@@ -89,9 +89,7 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
     model = load_causal_lm(folder, opt_in=OPT_IN, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code,
                            name=path)
     model.to(device).eval()
-    if tokenizer.pad_token_id is None:
-        # Padding positions are masked or ignored everywhere, so any id works; EOS is the usual choice.
-        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    ensure_pad_token(tokenizer, model)
     precision = f"{'bfloat16 autocast' if autocast else dtype} ({reason})"
     return LoadedModel(name=_name(path), path=str(folder), model=model, tokenizer=tokenizer,
                        sha256=sha256_model_dir(folder) if hash_weights else None, autocast=autocast,
@@ -109,6 +107,22 @@ def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None
                        sha256=sha256_model_dir(folder) if hash_files else None)
 
 
+def ensure_pad_token(tokenizer, model=None) -> None:
+    """Give a tokenizer without a pad token one, for batching. Padding positions are masked or ignored everywhere, so
+    any id works: EOS (the usual choice), else UNK, else the model's own pad or EOS id, else id 0 (a tokenizer with
+    none of these, such as a bare BPE, once failed in torch.full(..., None))."""
+    if tokenizer.pad_token_id is not None:
+        return
+    for token in (tokenizer.eos_token, tokenizer.unk_token):
+        if token is not None:
+            tokenizer.pad_token = token
+            return
+    config = getattr(model, "generation_config", None) or getattr(model, "config", None)
+    ids = [getattr(config, "pad_token_id", None), getattr(config, "eos_token_id", None), 0]
+    pad_id = next(i[0] if isinstance(i, list) else i for i in ids if i is not None and i != [])
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(int(pad_id))
+
+
 def _name(path: str) -> str:
     return Path(path).name or str(path)
 
@@ -116,6 +130,5 @@ def _name(path: str) -> str:
 def wrap_model(model, tokenizer, name: str = "model") -> LoadedModel:
     """Wrap an in-memory model and tokenizer (tests, notebooks) without saving them first."""
     model.eval()
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    ensure_pad_token(tokenizer, model)
     return LoadedModel(name=name, path="<in memory>", model=model, tokenizer=tokenizer, sha256=None)

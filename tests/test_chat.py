@@ -255,3 +255,75 @@ def test_bad_input_is_one_line(models, tmp_path, capsys):
     assert main(["chat", str(damaged), "--prompt", "x"]) == 1
     err = capsys.readouterr().err
     assert f"{damaged}/tokenizer.json: transformers cannot load this tokenizer" in err and err.count("\n") == 1
+
+
+def test_bad_prompts_stop_before_the_model_loads_in_one_line(models, tmp_path, capsys):
+    """Issue 27 item 10: invalid UTF-8 given as --prompt (a TextEncodeInput TypeError before) or in a prompts file
+    (which named no file) is one line naming the flag or FILE:LINE; the prompts file is read before the model loads
+    (here the model folder does not even exist); an adapter folder without weights and --max-new-tokens beyond the
+    model's context are one line too."""
+    bad_arg = "应收\udcff账款"  # what Python makes of the byte 0xff in a command line
+    assert main(["chat", str(models["llama"]), "--prompt", bad_arg]) == 1
+    assert "--prompt #1: not valid UTF-8 (byte 0xff at character 3)" in capsys.readouterr().err
+    txt = tmp_path / "prompts.txt"
+    txt.write_bytes("你好\n".encode() + b"\xff\xfe broken\n")
+    assert main(["chat", str(tmp_path / "not-loaded"), "--prompts", str(txt)]) == 1
+    err = capsys.readouterr().err
+    assert f"{txt}:2: not valid UTF-8 (byte 0xff at byte 1 of the line)" in err and err.count("\n") == 1
+    escaped = tmp_path / "prompts.jsonl"
+    escaped.write_text('{"prompt": "ok"}\n{"prompt": "\\ud800"}\n', encoding="utf-8")
+    assert main(["chat", str(tmp_path / "not-loaded"), "--prompts", str(escaped)]) == 1
+    assert f"{escaped}:2: not valid UTF-8 text (a lone surrogate U+D800 at character 1)" in capsys.readouterr().err
+    weightless = tmp_path / "adapter"
+    weightless.mkdir()
+    (weightless / "adapter_config.json").write_bytes((models["adapter"] / "adapter_config.json").read_bytes())
+    assert main(["chat", str(weightless), "--prompt", "x"]) == 1
+    assert f"{weightless}: an adapter folder (adapter_config.json) without its weights" in capsys.readouterr().err
+    assert main(["chat", str(models["llama"]), "--prompt", "x", "--max-new-tokens", "300"]) == 1
+    assert ("--max-new-tokens 300: the model's context is 256 tokens and must hold the prompt too; give at most 255"
+            in capsys.readouterr().err)
+
+
+def test_invalid_utf8_typed_in_the_chat_is_refused_and_the_chat_goes_on(models):
+    import io
+
+    chat = load_chat_model(ChatArgs(model=str(models["llama"]), dtype="float32"))
+    lines = iter(["\udcff\udcfe", "/exit"])
+    out = io.StringIO()
+    from yunshan.chat import interactive
+
+    interactive(chat, ChatArgs(model=str(models["llama"]), max_new_tokens=4), read=lambda _: next(lines), out=out)
+    assert "(not valid UTF-8: byte 0xff at character 1; type it again)" in out.getvalue()
+
+
+def test_a_prompt_that_cannot_be_answered_does_not_stop_the_batch(models, tmp_path, capsys):
+    """Issue 27 items 10 and 11: one over-long line in --prompts, or a conversation the chat template refuses (here
+    a system turn, as Gemma's template refuses it), is reported by FILE:LINE and answered as {"error"}; the other
+    prompts are answered; exit code 1."""
+    from transformers import AutoTokenizer
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(f"你好\n{'银行 证券 保险 ' * 200}\n{QUESTION}\n", encoding="utf-8")
+    assert main(["chat", str(models["llama"]), "--prompts", str(prompts), "--temperature", "0", "--max-new-tokens",
+                 str(MAX_NEW), "--dtype", "float32"]) == 1
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert [sorted(r) for r in lines] == [["finish", "new_tokens", "prompt", "response"], ["error", "prompt"],
+                                          ["finish", "new_tokens", "prompt", "response"]]
+    assert lines[2]["response"] == reference(models["llama"], [{"role": "user", "content": QUESTION}])
+    assert f"{prompts}:2: not answered: the prompt needs more than" in captured.err
+    assert "1 of 3 prompts not answered" in captured.err and "Traceback" not in captured.err
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    for f in models["llama"].iterdir():
+        (strict / f.name).write_bytes(f.read_bytes())
+    tok = AutoTokenizer.from_pretrained(strict)
+    tok.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not "
+                         "supported') }}{% endif %}<|user|>\n{{ m['content'] }}\n{% endfor %}<|assistant|>\n")
+    tok.save_pretrained(strict)
+    assert main(["chat", str(strict), "--prompt", QUESTION, "--system", "你是助手", "--max-new-tokens", "4"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["error"].endswith("(TemplateError: System role not supported); fix chat_template "
+                                                       "in tokenizer_config.json")
+    assert "--prompt #1: not answered:" in captured.err and "Traceback" not in captured.err
+    assert main(["chat", str(strict), "--prompt", QUESTION, "--max-new-tokens", "4"]) == 0  # without a system turn

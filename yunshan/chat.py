@@ -26,7 +26,9 @@ so. `--temperature 0` is greedy decoding; otherwise tokens are sampled (top-p, t
 One-shot mode (`--prompt`, `--prompts`) answers each prompt on its own (no shared history) and writes one JSON line
 per prompt: {"prompt", "response", "new_tokens", "finish": "stop" | "length"}. A `--prompts` file is .txt (one prompt
 per non-empty line) or .jsonl ({"prompt": TEXT} or {"messages": [...]} per line, the conversation up to the turn to
-answer).
+answer), read before the model loads: text that is not UTF-8 stops there in one line naming FILE:LINE (or
+`--prompt #N`). A prompt that cannot be answered (longer than the context, or a conversation the chat template
+refuses) is written as {"prompt", "error"} and named on stderr, the rest are answered, and the exit code is 1.
 
 Written on transformers' generate() and TextIteratorStreamer and peft's PeftModel; only the loop, the commands and
 the context trimming are our own.
@@ -43,6 +45,7 @@ from pathlib import Path
 from yunshan.field_rules import check_fields
 
 OPT_IN = "--trust-remote-code"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 COMMANDS_HELP = "/reset clears the conversation (the system prompt stays), /exit or Ctrl-D quits, Ctrl-C stops an answer"
 
 
@@ -114,6 +117,9 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     adapter_config = path / "adapter_config.json"
     base = None
     if adapter_config.is_file():
+        if not any((path / name).is_file() for name in ADAPTER_WEIGHTS):
+            raise FileNotFoundError(f"{path}: an adapter folder (adapter_config.json) without its weights "
+                                    f"({' or '.join(ADAPTER_WEIGHTS)}); a LoRA run saves both in its adapter/ folder")
         field_ = "--base" if args.base else f"{adapter_config} base_model_name_or_path"
         base = resolve_model_folder(args.base or _adapter_base(adapter_config), None, field=field_)
         tokenizer_from = path if (path / "tokenizer_config.json").is_file() else Path(base)
@@ -142,7 +148,7 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
 
         if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(len(tokenizer))  # an adapter trained after a vocabulary extension
-        model = PeftModel.from_pretrained(model, path).merge_and_unload()
+        model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
     model.to(args.device).eval()
     template = "yunshan default" if ensure_chat_template(tokenizer) else "the tokenizer's own"
     code = type(model).__module__
@@ -220,7 +226,9 @@ def stop_ids(model, tokenizer) -> list[int]:
 def prompt_ids(chat: ChatModel, messages: list[dict]) -> list[int]:
     """Token ids of the conversation up to the assistant's turn, as SFT tokenised it (no special tokens added
     beyond what the template writes)."""
-    text = chat.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    from yunshan.data.chat import render
+
+    text = render(chat.tokenizer, messages, add_generation_prompt=True)  # a failing template: TemplateError, one line
     return chat.tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -325,6 +333,10 @@ def interactive(chat: ChatModel, args: ChatArgs, read=input, out=sys.stdout) -> 
         text = line.strip()
         if not text:
             continue
+        problem = not_utf8(line)
+        if problem:  # what the terminal sent was not UTF-8: say so and read the next line
+            print(f"(not valid UTF-8: {problem}; type it again)", file=out, flush=True)
+            continue
         if text in ("/exit", "/quit"):
             return
         if text == "/reset":
@@ -347,45 +359,89 @@ def interactive(chat: ChatModel, args: ChatArgs, read=input, out=sys.stdout) -> 
         messages.append({"role": "assistant", "content": answer})
 
 
-def read_prompts(path: str) -> list[list[dict]]:
-    """The conversations of a --prompts file, each ending with the user turn to answer."""
+def not_utf8(text: str) -> str | None:
+    """What makes `text` not valid UTF-8 (None when it is): Python keeps the undecodable bytes of a command line or a
+    terminal as lone surrogates, and a JSON escape such as \\ud800 makes one too; the tokenizer refuses both."""
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            code = ord(ch)
+            return (f"byte 0x{code - 0xDC00:02x} at character {i + 1}" if 0xDC80 <= code <= 0xDCFF
+                    else f"a lone surrogate U+{code:04X} at character {i + 1}")
+    return None
+
+
+def read_prompts(path: str) -> list[tuple[str, list[dict]]]:
+    """The conversations of a --prompts file, each ending with the user turn to answer, with where it is (FILE:LINE).
+    Read before the model loads: a line that is not UTF-8, not JSON or has no prompt stops here in one line."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"--prompts {path}: no such file")
     conversations = []
-    lines = file.read_text(encoding="utf-8").splitlines()
-    if file.suffix != ".jsonl":
-        return [[{"role": "user", "content": line}] for line in lines if line.strip()]
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(file.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}:{number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at byte {err.start + 1} "
+                             "of the line); save the file as UTF-8") from None
         if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        if file.suffix != ".jsonl":
+            conversations.append((where, [{"role": "user", "content": line}]))
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
         if isinstance(record, dict) and isinstance(record.get("prompt"), str):
-            conversations.append([{"role": "user", "content": record["prompt"]}])
+            messages = [{"role": "user", "content": record["prompt"]}]
         elif isinstance(record, dict) and isinstance(record.get("messages"), list) and record["messages"] and all(
                 isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
                 and isinstance(m.get("content"), str) for m in record["messages"]) \
                 and record["messages"][-1]["role"] == "user":
-            conversations.append(record["messages"])
+            messages = record["messages"]
         else:
-            raise ValueError(f"{path}:{number}: field 'prompt' (a string) or 'messages' (role/content turns ending "
+            raise ValueError(f"{where}: field 'prompt' (a string) or 'messages' (role/content turns ending "
                              "with a user turn) is required")
+        problem = next((p for p in map(not_utf8, (m["content"] for m in messages)) if p), None)
+        if problem:
+            raise ValueError(f"{where}: not valid UTF-8 text ({problem})")
+        conversations.append((where, messages))
     return conversations
 
 
-def one_shot(chat: ChatModel, args: ChatArgs) -> int:
-    conversations = [[{"role": "user", "content": p}] for p in args.prompt]
+def read_all_prompts(args: ChatArgs) -> list[tuple[str, list[dict]]]:
+    """Every one-shot conversation with where it comes from: each --prompt, then the --prompts file's lines."""
+    conversations = []
+    for k, prompt in enumerate(args.prompt, start=1):
+        problem = not_utf8(prompt)
+        if problem:
+            raise ValueError(f"--prompt #{k}: not valid UTF-8 ({problem}); give the prompt in UTF-8")
+        conversations.append((f"--prompt #{k}", [{"role": "user", "content": prompt}]))
     if args.prompts:
         conversations += read_prompts(args.prompts)
+    return conversations
+
+
+def one_shot(chat: ChatModel, args: ChatArgs, conversations: list[tuple[str, list[dict]]]) -> int:
+    """Answer each conversation on its own, a JSON line each. One that cannot be answered (longer than the context,
+    or the chat template fails on it) does not stop the rest: its line says {"prompt", "error"}, stderr names where
+    it came from, and the exit code is 1 once all the others are answered."""
+    failed = []
     sink = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
-        for messages in conversations:
+        for where, messages in conversations:
             if args.system and messages[0]["role"] != "system":
                 messages = [{"role": "system", "content": args.system}] + messages
-            messages, _ = fit_context(chat, messages, args.max_new_tokens)
+            try:
+                messages, _ = fit_context(chat, messages, args.max_new_tokens)
+            except ValueError as err:  # too long for the context, or a template that fails on it
+                failed.append(where)
+                print(f"{where}: not answered: {err}", file=sys.stderr, flush=True)
+                sink.write(json.dumps({"prompt": messages[-1]["content"], "error": str(err)}, ensure_ascii=False)
+                           + "\n")
+                sink.flush()
+                continue
             answer, new, finish = respond(chat, messages, args)
             record = {"prompt": messages[-1]["content"], "response": answer, "new_tokens": new, "finish": finish}
             if len(messages) > 1:
@@ -395,6 +451,10 @@ def one_shot(chat: ChatModel, args: ChatArgs) -> int:
     finally:
         if sink is not sys.stdout:
             sink.close()
+    if failed:
+        print(f"{len(failed)} of {len(conversations)} prompts not answered ({', '.join(failed[:5])}"
+              f"{', ...' if len(failed) > 5 else ''}); the others are answered", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -412,14 +472,16 @@ def run(args: argparse.Namespace) -> int:
     a = from_flags(ChatArgs, args)
     if a.out and not (a.prompt or a.prompts):
         raise ValueError("--out is for one-shot mode: give --prompt TEXT or --prompts FILE")
-    if a.prompts and not Path(a.prompts).is_file():
-        raise FileNotFoundError(f"--prompts {a.prompts}: no such file")
+    conversations = read_all_prompts(a)  # before the model loads: a bad prompts file stops at once
     chat = load_chat_model(a)
+    if a.max_new_tokens >= chat.max_length:
+        raise ValueError(f"--max-new-tokens {a.max_new_tokens}: the model's context is {chat.max_length} tokens and "
+                         f"must hold the prompt too; give at most {chat.max_length - 1}")
     if a.seed is not None:
         from transformers import set_seed
 
         set_seed(a.seed)
     if a.prompt or a.prompts:
-        return one_shot(chat, a)
+        return one_shot(chat, a, conversations)
     interactive(chat, a)
     return 0

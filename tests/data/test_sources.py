@@ -280,3 +280,28 @@ def test_a_zst_file_of_several_frames_is_read_to_its_end(tmp_path):
     (tmp_path / "multi.jsonl.zst").write_bytes(b"".join(frames))
     texts, stream = all_texts(SourceArgs(name="s", path=str(tmp_path / "multi.jsonl.zst"), shuffle=False))
     assert texts == [f"part {k} doc {i}" for k in range(3) for i in range(50)] and not stream.stats.get("bad:corrupt_file")
+
+
+def test_a_file_named_like_a_glob_is_that_file_in_every_command(tmp_path, capsys):
+    """Issue 27 item 14: a file literally named `corpus[2024].jsonl` was taken as the glob `corpus2.jsonl`,
+    `corpus0.jsonl`, ... and matched nothing; an existing path wins over glob expansion in cpt's sources, `yunshan
+    data convert` and `yunshan data decontaminate`, and a pattern that is no file still globs."""
+    from yunshan.cli import main
+
+    literal = tmp_path / "corpus[2024].jsonl"
+    literal.write_text(json.dumps({"text": "二〇二四年的语料，一条记录。" * 3}, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+    (tmp_path / "corpus2.jsonl").write_text(json.dumps({"text": "另一个文件"}, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
+    assert resolve_files(SourceArgs(name="s", path=str(literal))) == [str(literal)]
+    assert resolve_files(SourceArgs(name="s", path=str(tmp_path / "corpus[0-9].jsonl"))) == [
+        str(tmp_path / "corpus2.jsonl")]
+    out = tmp_path / "out.jsonl"
+    assert main(["data", "convert", str(literal), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads(out.read_text(encoding="utf-8"))["text"].startswith("二〇二四年")
+    heldout = tmp_path / "heldout.txt"
+    heldout.write_text("完全不同的一段评测文字，与语料毫无关系，长度足够组成窗口。" * 2 + "\n", encoding="utf-8")
+    assert main(["data", "decontaminate", str(literal), "--tasks", "bpc", "--heldout", f"h={heldout}",
+                 "--out", str(tmp_path / "decont")]) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "decont" / "decontamination.json").read_text(encoding="utf-8"))
+    assert report["records"] == 1

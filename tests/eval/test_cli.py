@@ -179,3 +179,50 @@ def test_out_is_checked_first_and_finished_tasks_survive_a_later_failure(bench, 
     assert main(["eval", "--model", str(llama_dir), "--tasks", "bpc", "--heldout", f"general={bench['general']}",
                  "--out", str(out), "--no-progress"]) == 0
     assert (out / "results.json").is_file() and not (out / "results.partial.json").exists()
+
+
+def _copy(folder, to):
+    to.mkdir()
+    for f in folder.iterdir():
+        (to / f.name).write_bytes(f.read_bytes())
+    return to
+
+
+def test_a_tokenizer_without_pad_eos_or_unk_token_is_evaluated(bench, llama_dir, tmp_path, capsys):
+    """Issue 27 item 12: a tokenizer with no pad, eos or unk token died in torch.full(..., None) in fineval and
+    lawbench; padding is masked, so the model's own pad id (or id 0) pads, and the scores are those of the same
+    model with its pad token."""
+    from transformers import AutoTokenizer
+
+    bare = _copy(llama_dir, tmp_path / "bare")
+    tok = AutoTokenizer.from_pretrained(bare)
+    tok.pad_token = tok.eos_token = tok.unk_token = None
+    tok.save_pretrained(bare)
+    runs = {}
+    for name, folder in (("bare", bare), ("full", llama_dir)):
+        assert main(["eval", "--model", str(folder), "--tasks", f"fineval={bench['fineval']}",
+                     f"lawbench={bench['lawbench']}", "--limit", "2", "--shots", "1", "--max-new-tokens", "4",
+                     "--out", str(tmp_path / name), "--no-progress"]) == 0, capsys.readouterr().err
+        runs[name] = json.loads((tmp_path / name / "results.json").read_text(encoding="utf-8"))["tasks"]
+    (bare,), (full,) = runs["bare"]["fineval"]["results"].values(), runs["full"]["fineval"]["results"].values()
+    assert [x for p in bare["predictions"] for x in p["logliks"]] == pytest.approx(
+        [x for p in full["predictions"] for x in p["logliks"]])
+    (law,) = runs["bare"]["lawbench"]["results"].values()  # without EOS an answer runs to --max-new-tokens
+    assert law["tasks"] and law["overall"] >= 0
+
+
+def test_a_chat_template_that_raises_is_one_line(bench, llama_dir, tmp_path, capsys):
+    """Issue 27 item 11: a chat template that raises (Jinja's raise_exception, as Gemma's does for a system turn) was
+    a jinja2 TemplateError traceback in `eval --tasks lawbench`."""
+    from transformers import AutoTokenizer
+
+    broken = _copy(llama_dir, tmp_path / "broken")
+    tok = AutoTokenizer.from_pretrained(broken)
+    tok.chat_template = "{{ raise_exception('this template renders no conversation') }}"
+    tok.save_pretrained(broken)
+    assert main(["eval", "--model", str(broken), "--tasks", f"lawbench={bench['lawbench']}", "--chat", "on",
+                 "--limit", "1", "--max-new-tokens", "2", "--out", str(tmp_path / "e"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "the chat template fails on this conversation (TemplateError: this template renders no conversation)" \
+        in err and "or use --chat off" in err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1 and "Traceback" not in err

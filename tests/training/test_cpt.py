@@ -643,3 +643,49 @@ def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup,
     again = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
+
+
+def test_a_full_disk_during_the_final_save_is_one_line_and_the_rerun_finishes(setup, tmp_path, monkeypatch, capsys):
+    """Issue 27 item 13: a full disk while cpt writes its final model was a SafetensorError traceback. Now one line
+    names the folder and what to do; the folder has no final marker, and the rerun finishes it."""
+    import transformers.modeling_utils as modeling_utils
+    from safetensors import SafetensorError
+
+    from yunshan.artifacts import FinalOutputs
+    from yunshan.cli import main
+
+    out = tmp_path / "run"
+    data = recipe_dict(setup, out, max_steps=2, save_steps=2)
+    data["monitor"] = {"every_steps": 0}
+    path = write_recipe(tmp_path / "run.yaml", data)
+    real_save = modeling_utils.safe_save_file
+
+    def full_disk(tensors, filename, *args, **kwargs):
+        if Path(filename).parent == out:  # the final model; the checkpoints are written
+            raise SafetensorError('Error while serializing: I/O error: No space left on device (os error 28)')
+        return real_save(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "safe_save_file", full_disk)
+    assert main(["cpt", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "error:" in line] == [
+        f"yunshan cpt: error: {out}: the final save failed (Error while serializing: I/O error: No space left on device "
+        "(os error 28)); free space (or fix the folder) and run the same command again: it resumes from the newest "
+        "complete checkpoint"], err[-3000:]
+    assert "Traceback" not in err
+    assert not (out / FinalOutputs.FILE).exists()
+    monkeypatch.setattr(modeling_utils, "safe_save_file", real_save)
+    assert main(["cpt", "--config", str(path)]) == 0
+    assert json.loads((out / FinalOutputs.FILE).read_text())["step"] == 2
+
+
+def test_an_infinite_source_weight_stops_at_its_line(setup, tmp_path):
+    """Issue 27 item 13: `weight: .inf` beside another source was a ZeroDivisionError in data/mixing.py."""
+    data = recipe_dict(setup, tmp_path / "run")
+    path = write_recipe(tmp_path / "run.yaml", data)
+    text = path.read_text().replace("weight: 0.5", "weight: .inf")
+    path.write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "weight: .inf" in row)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(CptArgs, path)
+    assert str(err.value) == f"{path}:{line}: data.sources.2.weight: must be a finite number > 0, got inf"

@@ -30,7 +30,7 @@ DEFAULT_CHAT_TEMPLATE = (
 
 
 class TemplateError(ValueError):
-    """The chat template cannot be used for loss masking."""
+    """The chat template cannot be used: it fails on a conversation, or cannot be used for loss masking."""
 
 
 def ensure_chat_template(tokenizer) -> bool:
@@ -42,7 +42,17 @@ def ensure_chat_template(tokenizer) -> bool:
 
 
 def render(tokenizer, messages: list[dict], add_generation_prompt: bool = False) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    """The conversation as the tokenizer's chat template writes it. A template that fails (Jinja's TemplateError:
+    its own `raise_exception`, such as Gemma's "System role not supported", a syntax error, an undefined name) is a
+    one-line TemplateError naming the tokenizer, never a traceback."""
+    import jinja2
+
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    except jinja2.TemplateError as err:
+        name = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
+        raise TemplateError(f"{name}: the chat template fails on this conversation ({type(err).__name__}: "
+                            f"{' '.join(str(err).split())}); fix chat_template in tokenizer_config.json") from None
 
 
 @dataclass

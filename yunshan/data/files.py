@@ -20,7 +20,8 @@ from pathlib import Path
 def resolve_paths(patterns: str | list[str], what: str, keep: Callable[[str], bool] | None = None,
                   kinds: str = "corpus file") -> list[str]:
     """The files that `patterns` name: each a file, a folder (searched recursively, keeping the files for which
-    `keep` is true, default all) or a glob; in order, each pattern's files sorted.
+    `keep` is true, default all) or a glob; in order, each pattern's files sorted. A path that exists is taken as
+    it is even when it holds glob characters (`*?[`).
 
     Args:
         patterns: one path or a list of them.
@@ -31,12 +32,14 @@ def resolve_paths(patterns: str | list[str], what: str, keep: Callable[[str], bo
     files: list[str] = []
     for pattern in [patterns] if isinstance(patterns, str) else list(patterns):
         pattern = os.path.expanduser(str(pattern))
+        # A path that exists is that path, before any glob: a file named `corpus[2024].jsonl` is itself, not the
+        # pattern `corpus2.jsonl`, `corpus0.jsonl`, ...
         if os.path.isdir(pattern):
             found = [str(p) for p in sorted(Path(pattern).rglob("*")) if p.is_file() and (keep is None or keep(str(p)))]
-        elif any(ch in pattern for ch in "*?["):
-            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
         elif os.path.isfile(pattern):
             found = [pattern]
+        elif any(ch in pattern for ch in "*?["):
+            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
         else:
             raise FileNotFoundError(f"{what}: {pattern} does not exist (no such file or folder)")
         if not found:

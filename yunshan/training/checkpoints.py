@@ -12,6 +12,7 @@ final save).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -65,6 +66,22 @@ def write_run_file(folder: Path, record: dict) -> None:
 
 def mark_complete(checkpoint: Path, step: int) -> None:
     _fsync_write(checkpoint / COMPLETE, json.dumps({"step": step, "time": time.time()}))
+
+
+@contextlib.contextmanager
+def final_save(out: Path):
+    """Around a run's final save: a full disk or another OS error while writing the model (safetensors raises its own
+    SafetensorError) is one line naming the folder and what to do, not a traceback. Nothing is lost: the marker that
+    vouches for the folder is written last, so the folder does not claim the half-written files, and the rerun
+    removes their leftovers and resumes from the newest complete checkpoint (yunshan.training.resume)."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (SafetensorError, OSError) as err:
+        reason = " ".join(str(err).split()) or type(err).__name__
+        raise OSError(f"{out}: the final save failed ({reason}); free space (or fix the folder) and run the same "
+                      "command again: it resumes from the newest complete checkpoint") from None
 
 
 def rotate(folder: str | Path, keep: int | None) -> None:

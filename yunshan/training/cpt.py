@@ -156,6 +156,7 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
     from yunshan.folder_lock import folder_lock
     from yunshan.folders import check_output_folder
+    from yunshan.training.checkpoints import final_save
 
     started = time.time()
     if dry_run:
@@ -167,7 +168,8 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
         if not isinstance(run, CptRun):
             return run  # a run that was already finished
         trained = _train(run, callbacks)
-        return _save(run, trained, started)
+        with final_save(run.out):  # a full disk: one line, not a SafetensorError traceback
+            return _save(run, trained, started)
 
 
 @dataclass

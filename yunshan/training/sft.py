@@ -308,7 +308,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from yunshan.artifacts import FinalOutputs, write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import remove_incomplete_after, train_as_planned
+    from yunshan.training.checkpoints import final_save, remove_incomplete_after, train_as_planned
     from yunshan.training.engines import engine_of, final_model
     from yunshan.training.resume import finished_summary, plan_run, reopen, run_record, settle, start_fresh
     from yunshan.training.models import (
@@ -408,34 +408,35 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     engine = engine_of(trainer.accelerator, model)
     train_loss = train_as_planned(trainer, plan, resume_from, logger, rank_zero)
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
-    final = final_model(trainer)  # every process takes part in gathering a sharded model
-    if rank_zero:
-        report.engine = engine.to_dict()
-        if recipe.lora.enabled:
-            save_adapter(final, recipe.lora, out / "adapter", ckpt_dir)
-            final = final.merge_and_unload()
-        final.config.use_cache = True
-        # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).
-        stop_ids = sorted({tokenizer.eos_token_id, *report.end_of_turn_ids})
-        final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
-        final.generation_config.pad_token_id = tokenizer.pad_token_id
-        final.save_pretrained(out)
-        tokenizer.save_pretrained(out)  # with the chat template used in training
-        generations = generate_answers(final, tokenizer, heldout, recipe.data.max_new_tokens)
-        with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
+    with final_save(out):  # a full disk: one line, not a SafetensorError traceback
+        final = final_model(trainer)  # every process takes part in gathering a sharded model
+        if rank_zero:
+            report.engine = engine.to_dict()
+            if recipe.lora.enabled:
+                save_adapter(final, recipe.lora, out / "adapter", ckpt_dir)
+                final = final.merge_and_unload()
+            final.config.use_cache = True
+            # Generation stops where training taught turns to end (EOS or the template's end-of-turn token).
+            stop_ids = sorted({tokenizer.eos_token_id, *report.end_of_turn_ids})
+            final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
+            final.generation_config.pad_token_id = tokenizer.pad_token_id
+            final.save_pretrained(out)
+            tokenizer.save_pretrained(out)  # with the chat template used in training
+            generations = generate_answers(final, tokenizer, heldout, recipe.data.max_new_tokens)
+            with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
+                for g in generations:
+                    f.write(json.dumps(g, ensure_ascii=False) + "\n")
             for g in generations:
-                f.write(json.dumps(g, ensure_ascii=False) + "\n")
-        for g in generations:
-            print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
-                  f"{g['reference'][:120]!r})", flush=True)
-        report.steps = trainer.state.global_step
-        report.resumes = plan.resumes or None
-        plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
-        report.write(out)
-        # Last: the marker that the folder holds this run's finished outputs (yunshan.training.resume).
-        FinalOutputs.of(out, "sft", trainer.state.global_step).write(out)
-        summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
-        print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
-              f"generations.jsonl and curves.png to {out}", flush=True)
+                print(f"[{g['source']}] {g['prompt'][:80]!r}\n  -> {g['generated'][:200]!r}\n  (reference: "
+                      f"{g['reference'][:120]!r})", flush=True)
+            report.steps = trainer.state.global_step
+            report.resumes = plan.resumes or None
+            plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan sft: {out.name}")
+            report.write(out)
+            # Last: the marker that the folder holds this run's finished outputs (yunshan.training.resume).
+            FinalOutputs.of(out, "sft", trainer.state.global_step).write(out)
+            summary.update({"data_report": report, "generations": generations, "seconds": time.time() - started})
+            print(f"saved the model, tokenizer (with chat template), recipe.yaml, data_report.json, log.jsonl, "
+                  f"generations.jsonl and curves.png to {out}", flush=True)
     trainer.accelerator.wait_for_everyone()
     return summary
