@@ -44,7 +44,7 @@ REQUIRED = {
     "SftSourceArgs": {"name": "s", "path": "a.jsonl", "format": "alpaca"}, "ExtendArgs": {"corpus": [], "new_tokens": 1},
     "ChatArgs": {"model": "m"}, "ServeArgs": {"model": "m"}, "InfoArgs": {"preset_or_path": "tiny"},
     "UpcycleArgs": {"src": "a", "dst": "b"},
-    "ImportGgufArgs": {"gguf_file": "a.gguf", "out": "b"}, "ReportArgs": {"tokenizer": ["t"], "text": ["x"]},
+    "ImportGgufArgs": {"gguf_file": "a.gguf", "out": "b"}, "MergeArgs": {"model": "a", "instruct": "b", "out": "c"}, "ReportArgs": {"tokenizer": ["t"], "text": ["x"]},
     "PipelineRecipe": {"base": {}},
 }
 

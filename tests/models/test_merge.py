@@ -244,7 +244,7 @@ def test_bad_inputs_are_one_line_errors(family, tmp_path, capsys):
     assert "tie_word_embeddings" in _error(capsys, [cpt, str(other), out])
     assert "needs --base" in _error(capsys, [cpt, inst, out, "--method", "chat-vector"])
     assert "must be within 0..1" in _error(capsys, [cpt, inst, out, "--weight", "1.5"])
-    assert "--density 0.0 must be within (0, 1]" in _error(capsys, [cpt, inst, out, "--method", "ties",
+    assert "--density: must be in (0, 1], got 0.0" in _error(capsys, [cpt, inst, out, "--method", "ties",
                                                                       "--density", "0"])
     assert "is the MODEL folder" in _error(capsys, [cpt, inst, cpt])
     assert not (tmp_path / "out").exists()

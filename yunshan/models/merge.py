@@ -65,23 +65,28 @@ FORMULAS_NO_BASE = {
 class MergeArgs:
     """Arguments of `yunshan model merge` (yunshan.models.merge.merge_models)."""
 
-    model: str = field(metadata={
+    model: str = field(metadata={"path": True,
         "help": "the continually pretrained model folder (its tokenizer, vocabulary and config are the output's)"})
-    instruct: str = field(metadata={"help": "the model folder merged back (the instruct / chat model)"})
-    out: str = field(metadata={"help": "output folder (written only when the whole merge succeeded)"})
+    instruct: str = field(metadata={"path": True, "help": "the model folder merged back (the instruct / chat model)"})
+    out: str = field(metadata={"path": True, "help": "output folder (written only when the whole merge succeeded)"})
     method: str = field(default="linear", metadata={"help": f"one of {', '.join(METHODS)}"})
-    weight: float = field(default=0.5, metadata={
+    weight: float = field(default=0.5, metadata={"range": "[-4, 4]",
         "help": "w: how much of INSTRUCT comes back (linear, ties, dare: 0..1; chat-vector: the chat vector's "
                 "scale, 1.0 as in the paper)"})
-    base: str | None = field(default=None, metadata={
+    base: str | None = field(default=None, metadata={"path": True,
         "help": "the model INSTRUCT was tuned from (required by chat-vector; ties/dare without it use INSTRUCT as "
                 "the base)"})
-    density: float = field(default=0.5, metadata={
+    density: float = field(default=0.5, metadata={"range": "(0, 1]",
         "help": "ties/dare: the share of each task vector's entries kept (0 < density <= 1)"})
-    seed: int = field(default=0, metadata={"help": "seed of DARE's random drop"})
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]", "help": "seed of DARE's random drop"})
     dtype: str = field(default="float32", metadata={"help": "dtype of the merge and of the written weights"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace OUT if an earlier merge wrote it (its yunshan_merge.json lists its files)"})
+
+    def __post_init__(self):
+        from yunshan.field_rules import check_fields
+
+        check_fields(self)
 
 
 def _weights_present(folder: Path) -> bool:
@@ -193,6 +198,7 @@ def merge_models(args: MergeArgs, log=print) -> dict:
     """Merge `args.instruct` back into `args.model` into `args.out` (see the module docstring); returns the report."""
     import hashlib
 
+    from yunshan.folder_lock import folder_lock
     from yunshan.folders import check_output_folder, check_replaceable, staged_folder
 
     found = _check_inputs(args)
@@ -217,7 +223,8 @@ def merge_models(args: MergeArgs, log=print) -> dict:
               "left_out": {flag: sum(1 for t in v if t not in model_vocab) for flag, v in vocabs.items()
                            if flag != "MODEL"}}
     mk_config = build_merge_config(args, folders)
-    with staged_folder(out) as tmp:
+    # Another merge (or any yunshan command) writing OUT stops here in one line (yunshan.folder_lock).
+    with folder_lock(out, "OUT"), staged_folder(out) as tmp:
         _run_mergekit(mk_config, tmp, args.seed)
         model_folder = folders["MODEL"]
         written = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
