@@ -44,7 +44,7 @@ demo: $(STAMP)
 	$(VENV)/bin/yunshan run recipes/demo_tiny.yaml
 
 test: $(TEST_STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 # Every multi-process test: cpt and sft under accelerate launch for DDP, DeepSpeed ZeRO-2/3 and FSDP2 on 2 CPU
 # processes (make test runs one per engine).

@@ -7,6 +7,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))  # tests/fixtures.py
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see yunshan/__init__.py; before torch loads
+# make test runs two pytest-xdist workers on the two cores: each worker and the processes it starts then take one
+# thread (two workers of two threads each would contend for the cores).
+_XDIST = "PYTEST_XDIST_WORKER" in os.environ
+if _XDIST:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -17,7 +22,7 @@ os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_exte
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(2)
+torch.set_num_threads(1 if _XDIST else 2)
 
 
 def _remove_stale_build_locks(root: Path, older_than_s: float = 600.0) -> None:
