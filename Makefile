@@ -64,7 +64,11 @@ test-browser: $(TEST_STAMP)
 # `gguf`) compiles llama.cpp the first time (19 minutes on 2 shared cores at nice 15 under a load of 7-10; pip then
 # keeps the wheel in its cache); then token ids, logits, greedy generations, llama.cpp's own q8_0 and k-quants and the
 # import-gguf round trip on tiny models and on SmolLM2-135M with 5,000 new tokens (-s prints the measured figures).
+# The Ollama Modelfile's TEMPLATE is rendered with Go's text/template as Ollama renders it: Go from Debian's
+# golang-go (installed here when missing, with sudo unless root).
 test-gguf: $(TEST_STAMP)
+	@command -v go >/dev/null || ls /usr/lib/go-*/bin/go >/dev/null 2>&1 || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends golang-go)
 	@$(PY) -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 10 \
 		env CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
 		$(PY) -m pip install -q --disable-pip-version-check -e ".[gguf]"

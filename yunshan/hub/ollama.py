@@ -11,10 +11,19 @@ prompt the template inserts when a conversation has none becomes the Modelfile's
 the messages, as the template did). The stop strings are the template's end-of-turn token and EOS. A template that
 is none of these gets a Modelfile without TEMPLATE and a note saying so: Ollama then picks a template from the GGUF
 file's tokenizer.chat_template by its own matching, which this export cannot promise to be exact.
+
+Values are written as Ollama's Modelfile parser (parser/parser.go in ollama/ollama) reads them back: it has no
+escapes, three double quotes closing a line inside a triple-quoted value end the value there, and outside a value's
+spaces, tabs and line breaks it keeps only the runes Go's strconv.IsPrint accepts (letters, marks, numbers,
+punctuation, symbols, the ASCII space), so an ideographic space (U+3000), a no-break space or a zero-width character
+would vanish without a word. A SYSTEM prompt or stop string that the parser might not give back unchanged (any
+triple quote, to be safe) is left out with a note instead (tests/hub/test_ollama_modelfile.py holds the file to a
+port of that parser and renders the TEMPLATE with Go's text/template as the Ollama server does).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 PROBES = (
@@ -73,6 +82,16 @@ def recognise(tokenizer) -> tuple[str, str | None] | None:
     return None
 
 
+def _carried(text: str) -> bool:
+    """Whether Ollama's Modelfile parser gives `text` back unchanged from a quoted value (module docstring)."""
+    return '"""' not in text and all(c in " \t\r\n" or unicodedata.category(c)[0] in "LMNPS" for c in text)
+
+
+def _quoted(text: str) -> str:
+    # "..." ends at the first `"` followed by a space or line break: triple quotes for anything that holds a quote
+    return f'"""{text}"""' if '"' in text or "\n" in text else f'"{text}"'
+
+
 def write_modelfile(tokenizer, out: Path, gguf_name: str, stop_ids: list[int]) -> list[str]:
     """Write out/Modelfile for the GGUF file `gguf_name` of the model whose HF tokenizer is `tokenizer`; returns
     notes (a template Ollama must pick itself)."""
@@ -85,8 +104,12 @@ def write_modelfile(tokenizer, out: Path, gguf_name: str, stop_ids: list[int]) -
         _, template, fmt_stops, _ = FORMATS[name]
         eos = tokenizer.eos_token or ""
         lines.append(f'TEMPLATE """{template.replace("{EOS}", eos)}"""')
-        if system:
+        if system and _carried(system):
             lines.append(f'SYSTEM """{system}"""')
+        elif system:
+            notes.append("the template's default system prompt holds a triple quote or a character Ollama's Modelfile "
+                         "parser drops (a space other than U+0020, tab and line breaks, or a control or format "
+                         "character): no SYSTEM line; give Ollama the system prompt with each request")
         stops = [s.replace("{EOS}", eos) for s in fmt_stops]
     elif tokenizer.chat_template:
         notes.append("the chat template is none Ollama's TEMPLATE can be written for here (ChatML or yunshan's "
@@ -100,6 +123,10 @@ def write_modelfile(tokenizer, out: Path, gguf_name: str, stop_ids: list[int]) -
         token = tokenizer.convert_ids_to_tokens(token_id)
         if token_id in added and token and token not in stops:
             stops.append(token)
-    lines += [f'PARAMETER stop "{s}"' for s in stops]
+    for stop in stops:
+        if stop and _carried(stop):
+            lines.append(f"PARAMETER stop {_quoted(stop)}")
+        else:
+            notes.append(f"the stop string {stop!r} cannot be written in a Modelfile unchanged: left out")
     (out / "Modelfile").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return notes
