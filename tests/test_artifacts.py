@@ -22,7 +22,7 @@ def test_data_reports_round_trip_and_say_their_kind(tmp_path):
                      sources={"general": SftSourceReport(read=5, samples=4, tokens=99, trained_tokens=40,
                                                          share_of_samples=1.0, dropped={"too_long": 1})})
     assert DataReport.from_json(sft.to_json()) == sft
-    with pytest.raises(ValueError, match="kind' must be cpt or sft"):
+    with pytest.raises(ValueError, match="kind' must be one of cpt, sft, preference"):
         DataReport.from_json({"seed": 0, "sources": {}, "tokens_trained": 5})  # no guessing from the keys
 
 

@@ -8,8 +8,8 @@
 | file | record | written by | read by |
 |---|---|---|---|
 | run.json | RunManifest (a list of StageRecord) | `yunshan run` | the model card, `yunshan export` |
-| data_report.json | DataReport (kind "cpt" or "sft", a line per source) | `yunshan cpt`, `yunshan sft` | the pipeline, the card |
-| yunshan_complete.json | FinalOutputs (the marker of a finished run folder: kind, step, files) | `yunshan cpt`, `yunshan sft` (last) | reruns, `yunshan export` |
+| data_report.json | DataReport (kind "cpt", "sft" or "preference", a line per source) | `yunshan cpt`, `sft`, `pref` | the pipeline, the card |
+| yunshan_complete.json | FinalOutputs (the marker of a finished run folder: kind, step, files) | `yunshan cpt`, `sft`, `pref` (last) | reruns, `yunshan export` |
 | results.json | EvalResults (models, tasks, each task's headline Metrics per model) | `yunshan eval` | the pipeline, the card |
 | decontamination.json | DecontaminationReport (eval sets by contamination category, boilerplate, sources) | `yunshan data decontaminate` | the pipeline, the card |
 | report.json (tokenizer stage) | TokenizerReport (the extension's report, compression before and after) | `yunshan run` | the pipeline report, the card |
@@ -145,13 +145,31 @@ class SftSourceReport:
 
 
 @dataclass
+class PrefSourceReport:
+    """One preference source: records read, the pairs (or KTO samples) trained on and held out, what was cut or
+    dropped by reason."""
+
+    read: int
+    samples: int
+    heldout: int
+    tokens: int
+    answer_tokens: int
+    share_of_samples: float
+    dropped: dict[str, int] = field(default_factory=dict)  # bad:REASON, contaminated, prompt_too_long, too_long, ...
+    truncated: dict[str, int] = field(default_factory=dict)  # truncated_chosen, truncated_rejected, ...
+
+
+REPORT_KINDS = ("cpt", "sft", "preference")
+
+
+@dataclass
 class DataReport(_JsonFile):
     """What a training run trained on (data_report.json beside the weights): the kind of run, exact counts per
     source and the drops per reason, the seed and the precision."""
 
-    kind: str  # "cpt" or "sft"
+    kind: str  # "cpt", "sft" or "preference"
     seed: int
-    sources: dict[str, CptSourceReport | SftSourceReport]
+    sources: dict[str, CptSourceReport | SftSourceReport | PrefSourceReport]
     steps: int | None = None
     precision: dict | None = None  # {"value": bf16 | fp32 | ..., "reason": ...}
     engine: dict | None = None  # {"name": single | ddp | deepspeed | fsdp, "processes", "zero_stage", ...}
@@ -177,22 +195,27 @@ class DataReport(_JsonFile):
     non_padding_share: float | None = None
     heldout_prompts: int | None = None
     end_of_turn_ids: list[int] | None = None
+    # preference tuning
+    method: dict | None = None  # {"name", "loss_type", "beta", "reference", ...} as TRL ran it
+    max_length: int | None = None
+    heldout_pairs: int | None = None
+    heldout: dict | None = None  # held-out preference metrics: {"before": {...}, "after": {...}} (step 0, last step)
 
     FILE = "data_report.json"
 
     def __post_init__(self):
-        if self.kind not in ("cpt", "sft"):
-            raise ValueError(f"data report kind must be cpt or sft, got {self.kind!r}")
+        if self.kind not in REPORT_KINDS:
+            raise ValueError(f"data report kind must be one of {', '.join(REPORT_KINDS)}, got {self.kind!r}")
 
     def to_json(self) -> dict:
         return _plain(self)
 
     @classmethod
     def from_json(cls, data: dict, where: str = "data report") -> DataReport:
-        if data.get("kind") not in ("cpt", "sft"):
-            raise ValueError(f"{where}: field 'kind' must be cpt or sft (a data report written by yunshan cpt or "
-                             f"sft), got {data.get('kind')!r}")
-        source_cls = CptSourceReport if data["kind"] == "cpt" else SftSourceReport
+        if data.get("kind") not in REPORT_KINDS:
+            raise ValueError(f"{where}: field 'kind' must be one of {', '.join(REPORT_KINDS)} (a data report written "
+                             f"by yunshan cpt, sft or pref), got {data.get('kind')!r}")
+        source_cls = {"cpt": CptSourceReport, "sft": SftSourceReport, "preference": PrefSourceReport}[data["kind"]]
         report = _build(cls, data, where)
         report.sources = {name: _build(source_cls, s, f"{where}: sources.{name}")
                           for name, s in (data.get("sources") or {}).items()}

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("yunshan.models.commands", "inspect PanGu-π and OTCE presets and checkpoints; upcycle LLaMA to PanGu-π"),
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
+    "pref": ("yunshan.training.preference", "preference tuning after SFT: DPO, IPO, KTO, ORPO, SimPO (TRL)"),
     "data": ("yunshan.data_commands", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "chat": ("yunshan.chat", "talk to a model in the terminal (streamed), or answer prompts as JSON lines"),

@@ -64,6 +64,11 @@ BAD_REASONS = {
     "empty_user": "an empty user turn",
     "empty_assistant": "an empty assistant turn",
     "bad_answer": "an exam answer that is not among the options",
+    "identical_answers": "a preference pair whose chosen and rejected answers are the same text",
+    "no_pair": "scored completions that give no pair under the pairing rule (fewer than two usable completions, "
+               "or every score within min_score_gap of the others)",
+    "bad_label": "a KTO label that is not true or false",
+    "bad_score": "a completion score that is not a number",
     "unknown_shape": "a record of none of the shapes the converter knows",
     "corrupt_file": "a compressed file, archive or parquet file that breaks off or cannot be decoded from here on",
 }

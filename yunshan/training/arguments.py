@@ -231,8 +231,9 @@ def resolve_resume(resume: str, ckpt_dir: Path) -> Path | None:
 
 
 def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precision: str, rank_zero: bool,
-                       **extra):
-    """TrainingArguments for the recipe's `training` section; `extra` adds the stage's own fields."""
+                       arguments_class=None, **extra):
+    """TrainingArguments for the recipe's `training` section; `extra` adds the stage's own fields, and
+    `arguments_class` is a subclass of TrainingArguments to build instead (TRL's DPOConfig, KTOConfig, ...)."""
     import torch
     from transformers import TrainingArguments
 
@@ -244,7 +245,7 @@ def training_arguments(train, out: Path, ckpt_dir: Path, max_steps: int, precisi
         "linear": ("linear", {}),
         "constant": ("constant_with_warmup", {}),
     }[train.lr_scheduler]
-    return TrainingArguments(
+    return (arguments_class or TrainingArguments)(
         output_dir=str(ckpt_dir),
         max_steps=max_steps,
         per_device_train_batch_size=train.per_device_batch_size,

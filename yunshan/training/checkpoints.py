@@ -133,9 +133,11 @@ class YunshanTrainer(Trainer):
     times faster than the rest."""
 
     def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
-                 run_record=None, loraplus_lr_ratio: float | None = None, **kwargs):
+                 run_record=None, loraplus_lr_ratio: float | None = None, checkpoint_parts=(), **kwargs):
         self.loraplus_lr_ratio = loraplus_lr_ratio
         super().__init__(*args, **kwargs)
+        # objects with save(folder): more state written into every checkpoint (the preference monitor's reference)
+        self.checkpoint_parts = list(checkpoint_parts)
         self.run_record = run_record  # written into every checkpoint (RUN_FILE; yunshan.training.resume.run_record)
         self.data_stream = data_stream
         self.sequences_per_step = sequences_per_step
@@ -217,6 +219,9 @@ class YunshanTrainer(Trainer):
             self.data_stream.save_state(folder, self.state.global_step * self.sequences_per_step)
         if self.args.should_save and self.warmup is not None:
             self.warmup.save(folder)
+        if self.args.should_save:
+            for part in self.checkpoint_parts:
+                part.save(folder)
         if self.args.should_save and self.run_record is not None:
             write_run_file(folder, self.run_record)
         self.accelerator.wait_for_everyone()

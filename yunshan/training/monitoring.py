@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
 
 
 def read_heldout(paths: list[str], max_chars: int) -> list[str]:
@@ -77,9 +77,11 @@ class ForgettingMonitor(TrainerCallback):
             # Through the Trainer's log, so every tracker of training.report_to shows the figures beside the loss
             # (the JSONL log has them from the line above; JsonlLogger skips this call).
             # A log call clears control.should_log; kept, so a step that is also a logging step still logs its loss.
+            # Trainer.log itself, not the trainer's override: TRL's trainers add (and clear) their batch metrics in
+            # theirs, which belong to the next training log.
             control = self.trainer.control
             should_log = control.should_log
-            self.trainer.log({k: v for k, v in row.items() if k.startswith("bpc_")})
+            Trainer.log(self.trainer, {k: v for k, v in row.items() if k.startswith("bpc_")})
             self.trainer.control.should_log = should_log
         return row
 
@@ -105,6 +107,10 @@ class ForgettingMonitor(TrainerCallback):
 def _format_bpc(row: dict) -> str:
     parts = [f"{k[4:]} {v:.4f}" for k, v in row.items() if k.startswith("bpc_")]
     return f"[step {row['step']}] bits/char: " + ", ".join(parts)
+
+
+# Events the monitors write at a step (measured again when a run resumes at that step, so dropped from the log).
+MEASURED_EVENTS = ("bpc", "preference")
 
 
 class JsonlLogger(TrainerCallback):
@@ -134,15 +140,15 @@ class JsonlLogger(TrainerCallback):
             # sets at the checkpoint's step again: drop those rows so every step appears once.
             rows = [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
             keep = [line for line in rows if (r := json.loads(line)).get("step", 0) < step
-                    or (r.get("step") == step and r.get("event") != "bpc")]
+                    or (r.get("step") == step and r.get("event") not in MEASURED_EVENTS)]
             if len(keep) < len(rows):
                 self.path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        if "loss" not in logs and any(k.startswith("bpc_") for k in logs):
-            return  # the forgetting monitor's figures, already written as a "bpc" event
+        if "loss" not in logs and any(k.startswith(("bpc_", "heldout/")) for k in logs):
+            return  # a monitor's figures (forgetting, held-out preferences), already written as their own event
         now, step = time.time(), state.global_step
         record = {"event": "train" if "loss" in logs else "log", "step": step, **logs}
         if self.last is not None and step > self.last[1]:
@@ -171,6 +177,7 @@ def curve_panels(records: list[dict], base_bpc: dict | None = None, weights: dic
         series.append((key[5:], [p[0] for p in pts], [p[1] for p in pts]))
     panels.append({"title": "training loss" + (" per source" if len(series) > 1 else ""),
                    "ylabel": "loss (nats/token)", "series": series, "levels": []})
+    panels += _preference_panels(records, train)
     bpc = [r for r in records if r.get("event") == "bpc"]
     names = sorted({k for r in bpc for k in r if k.startswith("bpc_")})
     if names:
@@ -192,6 +199,27 @@ def curve_panels(records: list[dict], base_bpc: dict | None = None, weights: dic
         panels.append({"title": "realised token share per source", "ylabel": "share of tokens trained",
                        "series": series, "levels": levels})
     return panels
+
+
+def _preference_panels(records: list[dict], train: list[dict]) -> list[dict]:
+    """Preference tuning: accuracy and reward margin on the held-out pairs (the preference monitor's "preference"
+    events) beside TRL's figures on the training batches (rewards/accuracies, rewards/margins)."""
+    held = [r for r in records if r.get("event") == "preference"]
+    if not held:
+        return []
+
+    def series(rows, key, label):
+        pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        return [(label, [p[0] for p in pts], [p[1] for p in pts])] if pts else []
+
+    accuracy = (series(held, "heldout/likelihood_accuracy", "held-out: chosen more likely (per token)")
+                + series(held, "heldout/reward_accuracy", "held-out: reward accuracy")
+                + series(train, "rewards/accuracies", "training batches: reward accuracy"))
+    margin = (series(held, "heldout/reward_margin", "held-out")
+              + series(train, "rewards/margins", "training batches"))
+    return [{"title": "preference accuracy", "ylabel": "share of pairs", "series": accuracy,
+             "levels": [("chance", 0.5)]},
+            {"title": "reward margin (chosen - rejected)", "ylabel": "reward", "series": margin, "levels": []}]
 
 
 def plot_curves(log_path: Path, out_png: Path, title: str, base_bpc: dict | None = None,

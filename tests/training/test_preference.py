@@ -1,0 +1,310 @@
+"""`yunshan pref` on tiny models: every method raises held-out preference accuracy and reward margin; DPO equals TRL's
+DPOTrainer run directly; under LoRA the reference is the adapter-disabled base model; tied models stay tied and an
+extension's trained rows are kept; a run killed by SIGKILL and resumed ends exactly as an uninterrupted one."""
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from fixtures import train_tokenizer
+from yunshan.recipe import load_recipe
+from yunshan.training.preference import PrefArgs, run_pref
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBJECTS = {"finance": "asset dividend equity revenue".split(), "law": "court contract verdict statute".split()}
+FILLER = "apple river stone cloud tiger lamp ocean forest".split()
+
+
+def pairs(n: int, seed: int) -> list[dict]:
+    """Which domain does a word list belong to: the chosen answer is right and cites its rule, the rejected one is
+    the other domain, bare (the bundled set's shape, in miniature)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        label = rng.choice(sorted(SUBJECTS))
+        words = rng.sample(FILLER, 3) + [rng.choice(SUBJECTS[label])]
+        rng.shuffle(words)
+        other = "law" if label == "finance" else "finance"
+        out.append({"prompt": f"Which domain? {' '.join(words)}", "chosen": f"{label}, by rule {len(label)}.",
+                    "rejected": f"{other}."})
+    return out
+
+
+# A chat template whose assistant turn ends with EOS and nothing after it, so that TRL's own tokenisation of a
+# conversational pair (the answer: everything after the prompt) and yunshan's (the assistant turn as SFT labels it)
+# are the same tokens, and the two trainers see the same batches.
+TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}<|user|>\n{{ m['content'] }}\n"
+            "{% elif m['role'] == 'assistant' %}<|assistant|>\n{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Pairs (train and a held-out file), a tokenizer with the template above, a tied Llama shaped like SmolLM2,
+    and the same model after an extension whose new rows were trained (a `cpt` folder)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer, resize_embeddings
+
+    root = tmp_path_factory.mktemp("pref")
+    train = pairs(160, 0)
+    (root / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    texts = [f"<|user|>\n{r['prompt']}\n<|assistant|>\n{r['chosen']} {r['rejected']}" for r in train]
+    tok = train_tokenizer(root / "llama", texts, vocab_size=300)
+    tok.chat_template = TEMPLATE
+    tok.save_pretrained(root / "llama")
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+                     ).save_pretrained(root / "llama")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(SUBJECTS["finance"] + SUBJECTS["law"] + ["rule"]) for _ in range(50)))
+    extend_tokenizer(ExtendArgs(base=str(root / "llama"), corpus=[str(corpus)], new_tokens=8,
+                                out=str(root / "tok_ext")), log=lambda *_: None)
+    model = LlamaForCausalLM.from_pretrained(root / "llama")
+    resize_embeddings(model, str(root / "llama"), str(root / "tok_ext"))
+    with torch.no_grad():
+        model.get_input_embeddings().weight[len(tok):] += 0.5  # as continual pretraining left them: trained
+    model.save_pretrained(root / "cpt")
+    ext = AutoTokenizer.from_pretrained(root / "tok_ext")
+    ext.chat_template = TEMPLATE
+    ext.save_pretrained(root / "cpt")
+    assert len(ext) > len(tok)
+    return root
+
+
+def recipe_data(world, out, method="dpo", lora=False, **training) -> dict:
+    return {
+        "method": method, "beta": 2.0 if method == "simpo" else 0.1,
+        "model": {"name_or_path": str(world / "llama")},
+        "data": {"max_length": 64, "sources": [
+            {"name": "domains", "path": str(world / "pairs.jsonl"), "format": "pairs", "heldout": 24}]},
+        "training": {"output_dir": str(out), "max_steps": 12, "per_device_batch_size": 8, "learning_rate": 1e-2,
+                     "lr_scheduler": "constant", "logging_steps": 3, "save_steps": 100, "weight_decay": 0.0,
+                     "precision": "fp32", **training},
+        "lora": {"enabled": lora, "r": 8, "alpha": 16, "dropout": 0.0},
+    }
+
+
+def recipe(world, out, **kwargs) -> PrefArgs:
+    return load_recipe(PrefArgs, data=recipe_data(world, out, **kwargs))
+
+
+def log_rows(out: Path, event: str) -> list[dict]:
+    return [r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if r.get("event") == event]
+
+
+@pytest.mark.parametrize("method, lora", [("dpo", True), ("ipo", False), ("kto", False), ("orpo", False),
+                                          ("simpo", True)])
+def test_each_method_raises_held_out_preference_accuracy_and_margin(world, tmp_path, method, lora):
+    summary = run_pref(recipe(world, tmp_path / "run", method=method, lora=lora))
+    before, after = summary["heldout"]["before"], summary["heldout"]["after"]
+    assert before["step"] == 0 and after["step"] == 12
+    assert after["heldout/reward_margin"] > before["heldout/reward_margin"] + 0.05
+    assert after["heldout/reward_accuracy"] >= 0.9 and after["heldout/likelihood_accuracy"] >= 0.9
+    assert before["heldout/likelihood_accuracy"] < 0.8
+    report = json.loads((tmp_path / "run/data_report.json").read_text())
+    assert report["kind"] == "preference" and report["heldout_pairs"] == 24
+    assert report["method"]["name"] == method and report["method"]["trl"].startswith("1.")
+    assert report["sources"]["domains"]["samples"] == (272 if method == "kto" else 136)  # KTO: each pair as two
+    assert report["heldout"]["after"] == after
+    train = log_rows(tmp_path / "run", "train")
+    assert [r["step"] for r in train] == [3, 6, 9, 12] and all(math_finite(r["loss"]) for r in train)
+    assert [r["step"] for r in log_rows(tmp_path / "run", "preference")] == [0, 12]
+    assert (tmp_path / "run/curves.png").is_file() and (tmp_path / "run/model.safetensors").is_file()
+    assert (tmp_path / "run/adapter/adapter_config.json").is_file() == lora
+
+
+def math_finite(x) -> bool:
+    return x == x and abs(x) != float("inf")
+
+
+def test_dpo_equals_trls_dpotrainer_run_directly(world, tmp_path):
+    """The same records through TRL's DPOTrainer (its own tokenisation of the conversational pairs, its own
+    reference loaded from the checkpoint) and through yunshan pref: the same token ids, and the same loss, reward
+    margins, rewards and log-probabilities at the first step and the two after it."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, LlamaForCausalLM
+    from trl import DPOConfig, DPOTrainer
+
+    from yunshan.data.preference import PrefSourceArgs, mix_preference_sources, read_preference_source
+    from yunshan.training.preference import _set_up, build_trainer
+
+    data = recipe_data(world, tmp_path / "ours", max_steps=3, logging_steps=1, per_device_batch_size=4,
+                       learning_rate=1e-3)
+    data["data"]["sources"][0]["heldout"] = 0
+    ours = load_recipe(PrefArgs, data=data)
+    run_pref(ours)
+    source = PrefSourceArgs(**data["data"]["sources"][0])
+    items, _ = mix_preference_sources({"domains": read_preference_source(source, "fail", {})}, [source], seed=0)
+    dataset = Dataset.from_list([{"prompt": p.prompt, "chosen": [{"role": "assistant", "content": p.chosen}],
+                                  "rejected": [{"role": "assistant", "content": p.rejected}]} for p in items])
+    tokenizer = AutoTokenizer.from_pretrained(world / "llama")
+    args = DPOConfig(output_dir=str(tmp_path / "trl"), max_steps=3, per_device_train_batch_size=4,
+                     learning_rate=1e-3, lr_scheduler_type="constant_with_warmup", adam_beta1=0.9, adam_beta2=0.95,
+                     adam_epsilon=1e-8, weight_decay=0.0, max_grad_norm=1.0, seed=42, data_seed=0, bf16=False,
+                     use_cpu=True, activation_checkpointing=False, logging_steps=1, save_strategy="no",
+                     report_to=[], beta=0.1, max_length=64)
+    trl = DPOTrainer(model=LlamaForCausalLM.from_pretrained(world / "llama"), args=args, train_dataset=dataset,
+                     processing_class=tokenizer)
+    run = _set_up(load_recipe(PrefArgs, data={**data, "training": {**data["training"],
+                                                                   "output_dir": str(tmp_path / "again")}}), False)
+    mine, *_ = build_trainer(run)
+    for key in ("prompt_ids", "chosen_ids", "rejected_ids"):
+        assert trl.train_dataset[key] == mine.train_dataset[key], key
+    trl.train()
+    theirs = [r for r in trl.state.log_history if "loss" in r]
+    yours = log_rows(tmp_path / "ours", "train")
+    assert [r["step"] for r in theirs] == [r["step"] for r in yours] == [1, 2, 3]
+    assert abs(yours[0]["loss"] - 0.693147) < 1e-5  # the reference is the starting model
+    worst = 0.0
+    for a, b in zip(theirs, yours):
+        for key in ("loss", "rewards/margins", "rewards/chosen", "rewards/rejected", "rewards/accuracies",
+                    "logps/chosen", "logps/rejected", "grad_norm"):
+            worst = max(worst, abs(a[key] - b[key]))
+            assert abs(a[key] - b[key]) <= 1e-6 * max(1.0, abs(a[key])), (key, a, b)
+    print(f"largest difference from TRL's DPOTrainer over 3 steps: {worst:.2e}")
+
+
+def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
+    """Under LoRA the reference log-probabilities are the frozen base model's (a forward pass of the model as
+    loaded), also after the adapter has trained; no reference copy and no "ref" adapter are kept."""
+    from transformers import LlamaForCausalLM
+
+    from yunshan.training.preference import _set_up, build_trainer
+    from yunshan.training.preference_monitor import answer_logps
+
+    run = _set_up(recipe(world, tmp_path / "run", lora=True, max_steps=3), False)
+    trainer, monitor, *_ = build_trainer(run)
+    trainer.train()
+    assert trainer.ref_model is None and list(trainer.model.peft_config) == ["default"]
+    batch = next(iter(trainer.get_train_dataloader()))
+    ref_chosen, ref_rejected = trainer.compute_ref_log_probs(trainer.model, batch)
+    base = LlamaForCausalLM.from_pretrained(world / "llama").eval()
+    n = len(ref_chosen)
+    rows = [trainer.train_dataset[i] for i in range(len(trainer.train_dataset))]
+    # the batch's pairs, found by their token ids
+    ids = batch["input_ids"].tolist()
+    from yunshan.data.preference import EncodedPair
+
+    chosen_pairs = []
+    for i in range(n):
+        seq = [t for t, m in zip(ids[i], batch["attention_mask"][i].tolist()) if m]
+        row = next(r for r in rows if r["prompt_ids"] + r["chosen_ids"] == seq)
+        chosen_pairs.append(EncodedPair(row["prompt_ids"], row["chosen_ids"], row["rejected_ids"]))
+    frozen = answer_logps(base, chosen_pairs, pad_id=0)
+    torch.testing.assert_close(ref_chosen.double(), torch.tensor(frozen["chosen"], dtype=torch.float64), atol=1e-4, rtol=0)
+    torch.testing.assert_close(ref_rejected.double(), torch.tensor(frozen["rejected"], dtype=torch.float64), atol=1e-4, rtol=0)
+    trained = answer_logps(trainer.model, chosen_pairs, pad_id=0)
+    assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
+
+
+def test_a_tied_model_stays_tied(world, tmp_path):
+    """Full DPO of a tied model saves one matrix (the head is the embedding), trained."""
+    from transformers import LlamaForCausalLM
+
+    run_pref(recipe(world, tmp_path / "full", max_steps=3))
+    weights = load_file(tmp_path / "full/model.safetensors")
+    assert "lm_head.weight" not in weights
+    model = LlamaForCausalLM.from_pretrained(tmp_path / "full")
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    base = load_file(world / "llama/model.safetensors")["model.embed_tokens.weight"]
+    assert not torch.equal(weights["model.embed_tokens.weight"], base)
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_an_extended_vocabulary_keeps_its_trained_rows(world, tmp_path, lora):
+    """Preference tuning of a model whose tokenizer an earlier stage extended and whose new rows it trained, with
+    tokenizer.base_path still naming the original base (as yunshan run passes it): the rows are not grown again
+    (not reset to subword means): under LoRA they are exactly as they came, under full fine-tuning they train on
+    from there; the vocabulary size and the tie are kept."""
+    data = recipe_data(world, tmp_path / "run", lora=lora, max_steps=3, learning_rate=1e-3)
+    data["model"] = {"name_or_path": str(world / "cpt")}
+    data["tokenizer"] = {"path": str(world / "cpt"), "base_path": str(world / "llama")}
+    run_pref(load_recipe(PrefArgs, data=data))
+    came = load_file(world / "cpt/model.safetensors")["model.embed_tokens.weight"]
+    left = load_file(tmp_path / "run/model.safetensors")
+    assert "lm_head.weight" not in left
+    left = left["model.embed_tokens.weight"]
+    assert left.shape == came.shape
+    if lora:
+        assert torch.equal(left, came)
+    else:
+        n_base = json.loads((world / "llama/config.json").read_text())["vocab_size"]
+        assert (left[n_base:] - came[n_base:]).abs().max() < 0.05  # trained on from the 0.5 shift, not reset
+        assert (left[n_base:] - came[n_base:]).abs().max() > 0
+
+
+def launch(config: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(config)], cwd=ROOT,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_killed_by_sigkill_and_resumed_equals_uninterrupted(world, tmp_path):
+    """Full DPO with a frozen reference copy and the held-out monitor, SIGKILLed once its step-4 checkpoint is
+    complete, then run again (resume: auto): the weights, the loss curve and the held-out metrics are exactly those of
+    an uninterrupted run."""
+    configs = {}
+    for name in ("whole", "killed"):
+        data = recipe_data(world, tmp_path / name, max_steps=8, save_steps=4, logging_steps=2)
+        data["eval_steps"] = 4
+        configs[name] = tmp_path / f"{name}.yaml"
+        configs[name].write_text(yaml.safe_dump(data))
+    assert launch(configs["whole"], tmp_path / "whole.log").wait(timeout=600) == 0
+    proc = launch(configs["killed"], tmp_path / "killed.log")
+    deadline = time.time() + 600
+    while not (tmp_path / "killed/checkpoints/checkpoint-4/COMPLETE").exists():
+        assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed/model.safetensors").exists()
+    assert launch(configs["killed"], tmp_path / "resumed.log").wait(timeout=600) == 0
+    assert "resuming from" in (tmp_path / "resumed.log").read_text()
+    a, b = load_file(tmp_path / "whole/model.safetensors"), load_file(tmp_path / "killed/model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    for event, keys in (("train", ("loss", "rewards/margins", "logps/chosen")),
+                        ("preference", ("heldout/reward_margin", "heldout/logps_chosen"))):
+        whole, killed = log_rows(tmp_path / "whole", event), log_rows(tmp_path / "killed", event)
+        assert [r["step"] for r in whole] == [r["step"] for r in killed]
+        for x, y in zip(whole, killed):
+            assert all(x[k] == y[k] for k in keys), (x, y)
+    report = json.loads((tmp_path / "killed/data_report.json").read_text())
+    assert report["resumes"][0]["step"] == 4
+
+
+def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = pairs(20, 3)
+    bad.write_text("".join(json.dumps(r) + "\n" for r in good) + json.dumps(
+        {"prompt": "Which domain?", "chosen": "law.", "rejected": "law."}) + "\n" + json.dumps(
+        {"prompt": "Which domain? " + "apple " * 80, "chosen": "law.", "rejected": "finance."}) + "\n")
+    data = recipe_data(world, tmp_path / "out")
+    data["data"]["sources"] = [{"name": "s", "path": str(bad), "format": "pairs"}]
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(data))
+    result = subprocess.run([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(tmp_path / "r.yaml")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{bad}:21: field 'rejected': identical_answers" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(tmp_path / "r.yaml"),
+                             "data.on_bad_record=skip", "data.overlong=fail"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 1 and f"{bad}:22: field 'prompt': too long" in result.stderr
+    data["data"]["on_bad_record"] = "skip"
+    r = load_recipe(PrefArgs, data=data)
+    from transformers import AutoTokenizer
+
+    from yunshan.training.preference import build_preference_data
+
+    report = build_preference_data(r, AutoTokenizer.from_pretrained(world / "llama")).report
+    assert report.sources["s"].dropped == {"bad:identical_answers": 1, "prompt_too_long": 1}
+    assert report.samples == 20
