@@ -1,9 +1,10 @@
 """`yunshan pref` on tiny models: every method raises held-out preference accuracy and reward margin; DPO equals TRL's
-DPOTrainer run directly; under LoRA the reference is the adapter-disabled base model; tied models stay tied and an
+DPOTrainer run directly; under LoRA the reference is the adapter-disabled base model; a tied model stays tied and an
 extension's trained rows are kept; a run killed by SIGKILL and resumed ends exactly as an uninterrupted one."""
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -208,32 +209,23 @@ def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
 
 
-def test_a_tied_model_stays_tied(world, tmp_path):
-    """Full DPO of a tied model saves one matrix (the head is the embedding), trained."""
-    from transformers import LlamaForCausalLM
-
-    run_pref(recipe(world, tmp_path / "full", max_steps=3))
-    weights = load_file(tmp_path / "full/model.safetensors")
-    assert "lm_head.weight" not in weights
-    model = LlamaForCausalLM.from_pretrained(tmp_path / "full")
-    assert model.lm_head.weight is model.model.embed_tokens.weight
-    base = load_file(world / "llama/model.safetensors")["model.embed_tokens.weight"]
-    assert not torch.equal(weights["model.embed_tokens.weight"], base)
-
-
 @pytest.mark.parametrize("lora", [True, False])
 def test_an_extended_vocabulary_keeps_its_trained_rows(world, tmp_path, lora):
     """Preference tuning of a model whose tokenizer an earlier stage extended and whose new rows it trained, with
     tokenizer.base_path still naming the original base (as yunshan run passes it): the rows are not grown again
     (not reset to subword means): under LoRA they are exactly as they came, under full fine-tuning they train on
     from there; the vocabulary size and the tie are kept."""
+    from transformers import LlamaForCausalLM
+
     data = recipe_data(world, tmp_path / "run", lora=lora, max_steps=3, learning_rate=1e-3)
     data["model"] = {"name_or_path": str(world / "cpt")}
     data["tokenizer"] = {"path": str(world / "cpt"), "base_path": str(world / "llama")}
     run_pref(load_recipe(PrefArgs, data=data))
     came = load_file(world / "cpt/model.safetensors")["model.embed_tokens.weight"]
     left = load_file(tmp_path / "run/model.safetensors")
-    assert "lm_head.weight" not in left
+    assert "lm_head.weight" not in left  # tied: one matrix saved, and it loads tied
+    model = LlamaForCausalLM.from_pretrained(tmp_path / "run")
+    assert model.lm_head.weight is model.model.embed_tokens.weight
     left = left["model.embed_tokens.weight"]
     assert left.shape == came.shape
     if lora:
@@ -296,15 +288,15 @@ def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"{bad}:21: field 'rejected': identical_answers" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(tmp_path / "r.yaml"),
-                             "data.on_bad_record=skip", "data.overlong=fail"], capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 1 and f"{bad}:22: field 'prompt': too long" in result.stderr
-    data["data"]["on_bad_record"] = "skip"
-    r = load_recipe(PrefArgs, data=data)
     from transformers import AutoTokenizer
 
     from yunshan.training.preference import build_preference_data
 
-    report = build_preference_data(r, AutoTokenizer.from_pretrained(world / "llama")).report
+    tokenizer = AutoTokenizer.from_pretrained(world / "llama")
+    data["data"]["on_bad_record"] = "skip"
+    with pytest.raises(ValueError, match=re.escape(f"{bad}:22: field 'prompt': too long")):
+        build_preference_data(load_recipe(PrefArgs, data={**data, "data": {**data["data"], "overlong": "fail"}}),
+                              tokenizer)
+    report = build_preference_data(load_recipe(PrefArgs, data=data), tokenizer).report
     assert report.sources["s"].dropped == {"bad:identical_answers": 1, "prompt_too_long": 1}
     assert report.samples == 20

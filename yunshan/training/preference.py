@@ -1,6 +1,6 @@
 """`yunshan pref`: preference tuning after SFT (DPO, IPO, KTO, ORPO, SimPO) with TRL's trainers.
 
-    yunshan pref --config recipes/smollm2-135m_pref_lora.yaml
+    yunshan pref --config RECIPE.yaml
     yunshan pref --config RECIPE.yaml method=simpo beta=2.0 training.max_steps=200
 
 Top to bottom, as `yunshan sft`: every source is read in its declared format and validated
@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import random
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -204,7 +205,11 @@ def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
     read_counts = {name: sum(len(r) for r in records) for name, records in per_source.items()}
     train, heldout_items = mix_preference_sources(per_source, data.sources, data.seed)
     if not paired:
+        # KTO trains in file order (TRL's sequential sampling) and estimates its KL term from each sample's prompt
+        # with the completion before it in the batch: a pair's two halves side by side would give half the samples
+        # their own prompt's answer as the "mismatched" one, and a batch of one label would have no contrast.
         train = unpair(train)
+        random.Random(f"preference/{data.seed}/unpaired").shuffle(train)
     truncated = {s.name: {} for s in data.sources}
     composition = {name: {"samples": 0, "heldout": 0, "tokens": 0, "answer_tokens": 0} for name in names}
     end_markers: set[int] = set()
