@@ -15,6 +15,7 @@ from huggingface_hub import DatasetCard
 
 from yunshan.cli import build_parser
 from yunshan.data.conversations import SFT_FORMATS, SftSourceArgs
+from yunshan.data.preference import PrefSourceArgs
 from yunshan.data.sources import SourceArgs
 from yunshan.recipe import load_recipe
 
@@ -23,8 +24,9 @@ CARDS = ROOT / "data_cards"
 RECIPES = ROOT / "recipes"
 MANIFEST = json.loads((ROOT / "yunshan/samples/data/manifest.json").read_text(encoding="utf-8"))["files"]
 
-ROLES = {"cpt", "sft", "eval", "heldout"}
-FORMATS = {"jsonl", "txt", "alpaca", "messages", "sharegpt", "ceval", "cmmlu", "lawbench", "jecqa"}
+ROLES = {"cpt", "sft", "preference", "eval", "heldout"}
+FORMATS = {"jsonl", "txt", "alpaca", "messages", "sharegpt", "ceval", "cmmlu", "lawbench", "jecqa",
+           "pairs", "ultrafeedback", "kto"}  # the last three: preference data (yunshan.data.preference)
 REQUIRED = ("role", "format", "size_in_paper", "source_url", "license_source", "convert")
 SECTIONS = ("## Source", "## License", "## Format", "## Convert", "## Caveats")
 # Licence ids the Hub accepts that these cards use; anything else must be "other" with a name and a link.
@@ -135,7 +137,10 @@ def test_every_command_and_recipe_entry_of_a_card_is_valid(path):
     if source:
         assert source.get("card") == path.stem, f"{path.name}: recipe_source.card must be {path.stem!r}"
         # A recipe entry, built as the recipe loader builds it (its ${samples} and ${data} replaced first).
-        load_recipe(SftSourceArgs if source.get("format") in SFT_FORMATS else SourceArgs, data=source)
+        if ys["role"] == "preference":
+            load_recipe(PrefSourceArgs, data=source)
+        else:
+            load_recipe(SftSourceArgs if source.get("format") in SFT_FORMATS else SourceArgs, data=source)
 
 
 # ------------------------------------------------------------------------------------------- bundled samples

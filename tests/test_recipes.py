@@ -19,11 +19,12 @@ from fixtures import train_tokenizer
 from yunshan.pipeline import PipelineRecipe
 from yunshan.recipe import load_recipe
 from yunshan.training.cpt import CptArgs
+from yunshan.training.preference import PrefArgs
 from yunshan.training.sft import SftArgs
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml"))
-KINDS = {"pipeline": PipelineRecipe, "cpt": CptArgs, "sft": SftArgs}
+KINDS = {"pipeline": PipelineRecipe, "cpt": CptArgs, "sft": SftArgs, "pref": PrefArgs}
 
 
 # Whole pipelines named for what they make rather than <model>_pipeline_<method>: the demo and the laws run.
@@ -135,7 +136,7 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
         if tokenizer["action"] == "run":  # the new tokens as the cpt budget caps them
             assert 0 < tokenizer["new_tokens"] <= recipe.tokenizer_extension.new_tokens
         return
-    if kind == "sft" and not Path(recipe.model.name_or_path).is_absolute():
+    if kind in ("sft", "pref") and not Path(recipe.model.name_or_path).is_absolute():
         # The SFT recipe starts from the cpt recipe's output folder: stand in for it too.
         folder = Path(recipe.model.name_or_path)
         monkeypatch.chdir(tmp_path)

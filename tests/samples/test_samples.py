@@ -249,6 +249,30 @@ def test_sft_exam_questions_never_repeat_eval_questions(tree):
     assert not any(q.startswith(s) for q in sft for s in lawbench_mc if len(s) > 30)
 
 
+def test_preference_sets_read_as_their_formats_and_never_repeat_an_eval_question(tree, tmp_path):
+    """Both preference files read through yunshan's preference reader with no bad record; every chosen answer
+    cites its rule and differs from the rejected one; no prompt repeats text of an evaluation file."""
+    from yunshan.data.preference import PrefSourceArgs, read_preference_source
+
+    pairs = []
+    for name, fmt, n in (("legal_pairs", "pairs", 400), ("finance_scored", "ultrafeedback", 300)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(tree[f"preference/{name}.jsonl"], encoding="utf-8")
+        counts = {}
+        records = read_preference_source(PrefSourceArgs(name=name, path=str(path), format=fmt), "fail", counts)
+        assert counts == {} and len(records) == n and all(len(r) == 1 for r in records)  # best_worst: one pair
+        pairs += [r[0] for r in records]
+    cites = ("《示范", "Article ", "等于", "equals", "按照", "By the rule")
+    assert all(any(c in p.chosen for c in cites) for p in pairs)
+    assert all(p.chosen != p.rejected for p in pairs)
+    languages = Counter("zh" if re.search(r"[\u4e00-\u9fff]", p.prompt[-1]["content"]) else "en" for p in pairs)
+    assert languages["en"] > 100 and languages["zh"] > 400
+    evaluation = "\n".join(text for path, text in tree.items() if path.startswith("eval/"))
+    for p in pairs:
+        first = p.prompt[-1]["content"].split("\n")[0]
+        assert first not in evaluation, first
+
+
 # ------------------------------------------------------------------------------------------------ knowledge
 def test_fact_tables_are_consistent():
     assert len(FINANCE_FACTS) >= 100 and len(LEGAL_FACTS) >= 100

@@ -7,6 +7,7 @@ Layout under DIR:
     heldout/{general,finance,legal}.txt             held-out documents (another seed stream), blank-line separated
     sft/general_alpaca.jsonl, sft/legal_messages.jsonl, sft/finance_sharegpt.jsonl
     sft/jecqa/{0,1}_train.json, sft/finance_exam/{subject}_train.csv
+    preference/legal_pairs.jsonl, preference/finance_scored.jsonl   (yunshan.samples.preference)
     eval/fineval/..., eval/financeiq/..., eval/lawbench/..., eval/jecqa/...
     manifest.json                                   file -> sha256, records, chars; plus seed and scale
 
@@ -27,6 +28,7 @@ from .benchmarks import build_eval
 from .corpus import DEFAULT_CHARS, DOMAINS, HELDOUT_FRACTION, generate_corpus
 from .formats import OutFile, render_jsonl, render_text
 from .instructions import build_sft
+from .preference import build_preference
 
 MANIFEST = "manifest.json"
 # Bump when the generators change in a way that changes the bytes for a given seed.
@@ -59,6 +61,7 @@ def build_samples(seed: int = 0, scale: float = 1.0) -> dict[str, OutFile]:
                 chars += len(d["text"])
         files[f"heldout/{domain}.txt"] = render_text(held)
     files.update({f"sft/{p}": f for p, f in build_sft(seed, scale).items()})
+    files.update({f"preference/{p}": f for p, f in build_preference(seed, scale).items()})
     eval_files, _ = build_eval(seed)
     files.update({f"eval/{p}": f for p, f in eval_files.items()})
     return files

@@ -1,6 +1,6 @@
 """`yunshan pref`: preference tuning after SFT (DPO, IPO, KTO, ORPO, SimPO) with TRL's trainers.
 
-    yunshan pref --config RECIPE.yaml
+    yunshan pref --config recipes/smollm2-135m_pref_lora.yaml
     yunshan pref --config RECIPE.yaml method=simpo beta=2.0 training.max_steps=200
 
 Top to bottom, as `yunshan sft`: every source is read in its declared format and validated
