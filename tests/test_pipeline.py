@@ -96,6 +96,14 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                      "heldout": 1}]},
                 "training": {"max_steps": 4, "per_device_batch_size": 4, "learning_rate": 1e-3, "save_steps": 1000,
                              "logging_steps": 2}},
+        # DPO on LoRA after SFT, on the bundled legal pairs (the reference: the adapter-disabled SFT model)
+        "preference": {"data": {"max_length": 512, "sources": [
+                           {"name": "legal_pairs", "path": f"{s}/preference/legal_pairs.jsonl", "format": "pairs",
+                            "max_samples": 16, "heldout": 6}]},
+                       "training": {"max_steps": 3, "per_device_batch_size": 4, "learning_rate": 1e-3,
+                                    "save_steps": 1000, "logging_steps": 1},
+                       "lora": {"enabled": True, "r": 8, "alpha": 16, "dropout": 0.0},
+                       "monitor": {"general": [f"{s}/heldout/general.txt"], "max_chars": 1000}},
         "export": {"enabled": export},
     }
 
@@ -154,16 +162,16 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     data = tiny_recipe(tmp_path)
     out = tmp_path / "run"
     manifest = run(data, tmp_path)
-    stages = ["base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "eval_after"]
+    stages = ["base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "preference", "eval_after"]
     assert [s.name for s in manifest.stages] == stages
     assert all(s.status == "complete" and s.outputs for s in manifest.stages)
     run_json = RunManifest.read(out / "run.json")
-    assert run_json.final_model == "05_sft" and run_json.stage("cpt").summary["tokens"] == 6 * 4 * 64  # the warm-up inside
+    assert run_json.final_model == "06_preference" and run_json.stage("cpt").summary["tokens"] == 6 * 4 * 64  # the warm-up inside
     # Inputs are hashed (the corpora a stage read), and every stage folder holds its completion marker.
     assert any(p.endswith("finance_planted.jsonl") for p in run_json.stage("cpt").inputs)
     assert all((out / ".stages" / f"{s.name}.json").is_file() for s in manifest.stages)
     report = (out / "report.md").read_text()
-    assert "| metric | before | after cpt | after sft | change |" in report
+    assert "| metric | before | after cpt | after sft | after preference | change |" in report
     assert "bits/char, finance: domain (gain)" in report and "tokens/char, finance.txt" in report
     assert (out / "00_base/STAND_IN_BASE.md").is_file()
     # The resolved recipe saved in the run folder loads again as it is (what the runner fills is left out).
@@ -195,7 +203,7 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     page = read_page(out / "report.html")
     assert page.title == "yunshan run: tiny-test"
     for heading in ("Before and after", "Stages", "Decontamination (13 words", "Continual-pretraining mixture",
-                    "Plots", "Evaluation before (base model)", "Evaluation after (trained models)"):
+                    "Preference tuning (dpo, loss sigmoid", "Plots", "Evaluation before (base model)", "Evaluation after (trained models)"):
         assert any(h.startswith(heading) for h in page.headings), (heading, page.headings)
     cells = [c.strip().strip("`") for line in report.splitlines() if line.startswith("| ") and "---" not in line
              for c in line.strip().strip("|").split(" | ")]
@@ -208,12 +216,22 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     from PIL import Image
 
     figures = {alt.split(":")[0]: Image.open(io.BytesIO(png)) for alt, png in page.images}
-    assert set(figures) == {"forgetting curve", "continual pretraining", "SFT", "stand-in base pretraining"}
+    assert set(figures) == {"forgetting curve", "continual pretraining", "SFT", "preference tuning",
+                            "stand-in base pretraining"}
     assert all(f.format == "PNG" and f.width > 300 for f in figures.values())
     # The extended tokenizer reached the trained model, with subword-mean rows.
     tok_size = run_json.stage("tokenizer").summary["new_vocab"]
     cpt_config = json.loads((out / "04_cpt/config.json").read_text())
     assert cpt_config["vocab_size"] >= tok_size > run_json.stage("tokenizer").summary["base_vocab"]
+    # Preference tuning started from the SFT model with its tokenizer (no new rows grown again), the held-out pairs
+    # measured before its first step and after its last, in the report with the monitor's bits/char.
+    pref = run_json.stage("preference").summary
+    assert pref["method"]["name"] == "dpo" and pref["method"]["reference"] == "adapter" and pref["steps"] == 3
+    assert [pref["heldout"][k]["step"] for k in ("before", "after")] == [0, 3] and pref["heldout_pairs"] > 0
+    pref_report = json.loads((out / "06_preference/data_report.json").read_text())
+    assert pref_report["kind"] == "preference" and "new_tokens" not in pref_report
+    assert json.loads((out / "06_preference/config.json").read_text())["vocab_size"] == cpt_config["vocab_size"]
+    assert "| bits/char, general held-out text |" in report and "| reward margin, chosen - rejected |" in report
 
     before = {s.name: s.finished for s in manifest.stages}
     again = run(data, tmp_path)
@@ -221,12 +239,12 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
 
     redo = run(data, tmp_path, from_stage="sft")
     finished = {s.name: s.finished for s in redo.stages}
-    assert [n for n in stages if finished[n] != before[n]] == ["sft", "eval_after"]
+    assert [n for n in stages if finished[n] != before[n]] == ["sft", "preference", "eval_after"]
 
     # A changed cpt setting invalidates cpt and what follows; the base and tokenizer stay.
     changed = run(data, tmp_path, "cpt.training.learning_rate=1e-3")
     finished2 = {s.name: s.finished for s in changed.stages}
-    assert [n for n in stages if finished2[n] != finished[n]] == ["cpt", "sft", "eval_after"]
+    assert [n for n in stages if finished2[n] != finished[n]] == ["cpt", "sft", "preference", "eval_after"]
 
 
 def test_a_failing_stage_leaves_earlier_outputs_intact(tmp_path):
@@ -274,12 +292,13 @@ def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
     from yunshan.hub.push import PushArgs
     from yunshan.tokenizer.extend import ExtendArgs
     from yunshan.training.cpt import CptArgs
+    from yunshan.training.preference import PrefArgs
     from yunshan.training.sft import SftArgs
 
     hints = typing.get_type_hints(PipelineRecipe)
     sections = {s.section: hints[s.section] for s in STAGES}
     expected = {"tokenizer_extension": ExtendArgs, "eval": EvalArgs, "cpt": CptArgs, "sft": SftArgs,
-                "export": ExportArgs, "push": PushArgs}
+                "preference": PrefArgs, "export": ExportArgs, "push": PushArgs}
     for name, cls in expected.items():
         assert set(typing.get_args(sections[name])) == {cls, type(None)}, name
     # Every reserved key names a real field of its section.

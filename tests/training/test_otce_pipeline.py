@@ -1,5 +1,6 @@
 """OTCE runs through every yunshan stage like PanGu-π: the whole pipeline (stand-in base, vocabulary extension,
-evaluation, decontamination, continual pretraining, SFT, export) on an OTCE model; the card states the
+evaluation, decontamination, continual pretraining, SFT, preference tuning (DPO on LoRA: TRL's trainer on a
+hybrid Mamba-attention MoE), export) on an OTCE model; the card states the
 decontamination count, and the export loads without yunshan."""
 
 import json
@@ -28,10 +29,11 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     assert all(s.status == "complete" for s in manifest.stages)
     out = tmp_path / "run"
     assert json.loads((out / "05_sft/config.json").read_text())["model_type"] == "otce"
-    after = json.loads((out / "06_eval_after/results.json").read_text())
+    after = json.loads((out / "07_eval_after/results.json").read_text())
     # tiny_recipe evaluates the benchmarks and two sets of a user's own (eval/generic.py).
-    assert set(after["tasks"]) == {"bpc", "fineval", "mc:bank", "qa"} and len(after["models"]) == 2
-    export = out / "07_export"
+    assert set(after["tasks"]) == {"bpc", "fineval", "mc:bank", "qa"} and len(after["models"]) == 3  # after cpt, sft, preference
+    assert json.loads((out / "06_preference/config.json").read_text())["model_type"] == "otce"  # DPO on its LoRA
+    export = out / "08_export"
     assert (export / "modeling_otce.py").is_file() and (export / "README.md").is_file()
     # The card states the decontamination count and the drops training made, per source.
     card = (export / "README.md").read_text(encoding="utf-8")
@@ -41,6 +43,9 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     cpt_dropped = json.loads((out / "04_cpt/data_report.json").read_text())["sources"]["finance"]["dropped"]
     assert f"| cpt:finance | " in card and f" {cpt_dropped['contaminated']:,} |" in card
     assert "left out of training" in card
+    # The exported model is the preference-tuned one, and the card says how it was tuned.
+    assert "### Preference tuning: pairs per source" in card and "- dpo" in card.split("---")[1]
+    assert "| held-out pairs (" in card and "| reward margin |" in card
     script = textwrap.dedent(f"""
         import sys
         sys.modules["yunshan"] = None

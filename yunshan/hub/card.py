@@ -19,6 +19,7 @@ What the card is built from, and what it shows when a part is missing (every par
 | run.json `base_model`, `--base-model` | `base_model` front matter, intro | omitted from the front matter when it is not a Hub id (a local folder is named in the body instead) |
 | cpt stage `data_report.json` + `recipe.yaml` | Continual-pretraining tokens per source | "not recorded" |
 | sft stage `data_report.json` + `recipe.yaml` | SFT samples and tokens per source | "not recorded" |
+| preference stage `data_report.json` + `recipe.yaml` | Preference tuning: method, pairs per source, held-out preference metrics before and after | section left out |
 | tokenizer stage `report.json` (TokenizerReport) | Tokenizer: vocabulary sizes, tokens per character before/after | section left out |
 | decontamination stage `decontamination.json`, data reports' `contaminated` drops | Decontamination: training records overlapping the evaluation sets, dropped or kept | "not checked" |
 | eval stages' `results.json` (`eval_before`, `eval_after`), `--eval FILE` | Evaluation table and `model-index` (the recorded headline metrics) | no `model-index`; the section says how to add results |
@@ -59,6 +60,7 @@ STAGE_WHAT = {
     "decontamination": "decontamination: n-gram overlap of the training data with the evaluation sets",
     "cpt": "continual pretraining",
     "sft": "supervised fine-tuning",
+    "preference": "preference tuning",
     "eval": "evaluation",
     "export": "export",
     "push": "push",
@@ -120,7 +122,7 @@ def _source_data(source: dict) -> str:
 def training_datasets(prov: Provenance) -> list[str]:
     """Hub dataset ids named by the training sources (local files are not Hub datasets)."""
     ids = []
-    for record in (prov.cpt, prov.sft):
+    for record in (prov.cpt, prov.sft, prov.preference):
         for s in record.sources if record else []:
             ds = s.get("dataset")
             # `dataset` is a load_dataset name or a save_to_disk folder; only the former is a Hub dataset.
@@ -261,6 +263,8 @@ def build_model_card(prov: Provenance, options: CardOptions, facts: ExportFacts)
         tags.append("continual-pretraining")
     if "sft" in kinds or prov.sft:
         tags.append("sft")
+    if prov.preference and prov.preference.report and prov.preference.report.method:
+        tags.append(prov.preference.report.method["name"])  # dpo, ipo, kto, orpo or simpo
     if facts.lora or facts.adapter:
         tags.append("lora")
     if prov.stand_in_base:
@@ -337,6 +341,12 @@ def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[st
             samples = (prov.sft and prov.sft.report and prov.sft.report.samples) or summary.get("samples")
             steps.append("tuned on" + (f" {samples:,}" if isinstance(samples, int) else "")
                          + " general and domain instructions in one stage")
+        elif kind == "preference":
+            report = prov.preference.report if prov.preference else None
+            method = (report.method or {}).get("name") if report else (summary.get("method") or {}).get("name")
+            samples = (report.samples if report else None) or summary.get("samples")
+            steps.append("tuned on preferences" + (f" with {method.upper()}" if method else "")
+                         + (f" ({samples:,} training samples)" if isinstance(samples, int) else ""))
     base = f"[{base_id}](https://huggingface.co/{base_id})" if base_id else (
         f"`{Path(prov.base_model).name}`" if prov.base_model and Path(prov.base_model).exists() else
         f"`{prov.base_model}`" if prov.base_model else "its base model")
@@ -460,7 +470,41 @@ def _data(prov: Provenance) -> list[str]:
                       + ". Tokens are per pass over the set.", ""]
     else:
         lines += ["Not recorded (no SFT data report).", ""]
-    return lines + _decontamination(prov)
+    return lines + _preference(prov) + _decontamination(prov)
+
+
+# The held-out preference metrics the card shows (yunshan.training.preference_monitor), with their labels.
+PREFERENCE_METRICS = (("heldout/likelihood_accuracy", "chosen answer more likely per token", "{:.3f}"),
+                      ("heldout/reward_accuracy", "reward accuracy", "{:.3f}"),
+                      ("heldout/reward_margin", "reward margin", "{:+.4f}"))
+
+
+def _preference(prov: Provenance) -> list[str]:
+    """Preference tuning, when the model had it: the method as TRL ran it, the pairs per source, and the held-out
+    pairs' metrics before the first step and after the last."""
+    report = prov.preference.report if prov.preference else None
+    if report is None:
+        return []
+    method = report.method or {}
+    lines = ["### Preference tuning: pairs per source", "",
+             f"{method.get('name', '?').upper()} with TRL {method.get('trl', '?')}'s `{method.get('trainer', '?')}` "
+             f"(loss {method.get('loss_type', '?')}, beta {method.get('beta', '?')}, reference "
+             f"{method.get('reference', '?')}), {report.steps or 0:,} steps.", ""]
+    defs = {s.get("name"): s for s in prov.preference.sources}
+    lines += ["| source | data | format | training samples | held-out pairs | dropped |", "|---|---|---|---:|---:|---:|"]
+    for name, s in report.sources.items():
+        d = defs.get(name, {})
+        lines.append(f"| {_md(name)} | {_md(_source_data(d))} | {_md(d.get('format', '–'))} | {s.samples:,} | "
+                     f"{s.heldout:,} | {_md(_dropped_text(s.dropped))} |")
+    heldout = report.heldout or {}
+    before, after = heldout.get("before"), heldout.get("after")
+    if before and after:
+        lines += ["", f"| held-out pairs ({report.heldout_pairs or 0:,}) | step {before['step']} | "
+                      f"step {after['step']} |", "|---|---:|---:|"]
+        for key, label, fmt in PREFERENCE_METRICS:
+            if key in before and key in after:
+                lines.append(f"| {label} | {fmt.format(before[key])} | {fmt.format(after[key])} |")
+    return lines + [""]
 
 
 def _decontamination(prov: Provenance) -> list[str]:

@@ -64,6 +64,7 @@ class Provenance:
     stages: list[StageRecord] = field(default_factory=list)
     cpt: TrainingRecord | None = None
     sft: TrainingRecord | None = None
+    preference: TrainingRecord | None = None
     tokenizer_report: TokenizerReport | None = None
     decontamination: DecontaminationReport | None = None
     evals: list[EvalColumn] = field(default_factory=list)
@@ -128,7 +129,8 @@ def resolve_in_run(run_dir: Path, recorded: str | None) -> Path | None:
 
 
 def _training_record(folder: Path) -> TrainingRecord | None:
-    """The data report (which says whether the folder is a cpt or an sft output) and recipe of a training folder."""
+    """The data report (which says whether the folder is a cpt, sft or preference output) and recipe of a training
+    folder."""
     report = None
     if (folder / DataReport.FILE).is_file():
         try:
@@ -214,7 +216,7 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
             out = resolve_in_run(src, stage.output)
             if out is None or not is_complete(stage):
                 continue
-            if kind in ("cpt", "sft"):
+            if kind in ("cpt", "sft", "preference"):
                 setattr(prov, kind, _training_record(out))
             elif kind == "tokenizer" and (out / TokenizerReport.FILE).is_file():
                 try:

@@ -11,6 +11,7 @@ Stages, in order (each writes its own subfolder of `output_dir`; stages.py has o
     eval_before  yunshan eval on the base model
     cpt          continual pretraining, domain corpora mixed 1:1 in tokens with general replay (yunshan cpt)
     sft          one stage of mixed general + domain instruction tuning (yunshan sft)
+    preference   preference tuning after SFT: DPO, IPO, KTO, ORPO or SimPO on preference pairs (yunshan pref)
     eval_after   yunshan eval on the trained models
     export       safetensors + remote code + tokenizer + model card (yunshan export)
     push         to the Hugging Face Hub (only when the recipe has a push section)

@@ -4,7 +4,7 @@ stages, the data and the plots.
     yunshan run recipes/demo_tiny.yaml      # prints the table; writes runs/demo_tiny/report.md and report.html
 
 Rows of the before/after table come from the evaluation stages' results (bits per character per held-out text,
-accuracy per multiple-choice benchmark), one column per evaluated model (base, after cpt, after sft) and the
+accuracy per multiple-choice benchmark), one column per evaluated model (base, after cpt, after sft, after preference) and the
 change from the base to the last, then the tokenizer stage's compression (tokens per character before and after
 the extension). report.md then gives the stages and their times, the decontamination, the vocabulary extension's
 cost, the continual-pretraining mixture, the forgetting curve and the loss curves, and every evaluation table;
@@ -95,7 +95,8 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
     cpt = manifest.stage("cpt").summary if manifest.stage("cpt") else None
     if cpt and cpt.get("extension_cost"):
         lines += ["", *_extension_cost_lines(cpt)]
-    precisions = [(s.name, s.summary.get("precision")) for s in manifest.stages if s.name in ("cpt", "sft")]
+    precisions = [(s.name, s.summary.get("precision")) for s in manifest.stages
+                  if s.name in ("cpt", "sft", "preference")]
     if any(p for _, p in precisions):
         lines += ["", "Training precision: " + "; ".join(f"{stage} {p['value']} ({p['reason']})"
                                                         for stage, p in precisions if p)]
@@ -104,11 +105,16 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
                   "|---|---:|---:|"]
         total = sum(cpt["tokens_by_source"].values()) or 1
         lines += [f"| {n} | {t:,} | {100 * t / total:.2f}% |" for n, t in cpt["tokens_by_source"].items()]
+    preference = manifest.stage("preference").summary if manifest.stage("preference") else None
+    if preference and preference.get("heldout"):
+        lines += ["", *_preference_lines(preference)]
     forgetting = _forgetting_plot(layout, out / "forgetting.png")
     plots = [(forgetting, "forgetting curve: held-out bits/char of general (forgetting) and domain (gain) text"),
              (layout.folder("cpt") / "curves.png",
               "continual pretraining: loss, held-out bits/char and realised token shares"),
              (layout.folder("sft") / "curves.png", "SFT: loss, overall and per source"),
+             (layout.folder("preference") / "curves.png",
+              "preference tuning: loss, held-out preference accuracy and reward margin, held-out bits/char"),
              (layout.folder("base") / "curves.png", "stand-in base pretraining")]
     lines += ["", "## Plots", ""]
     for path, caption in plots:
@@ -121,6 +127,38 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
 
     write_page(path, out / "report.html", f"yunshan run: {layout.recipe.name}")
     return path
+
+
+# The held-out preference metrics of yunshan.training.preference_monitor, in the order the report shows them.
+PREFERENCE_ROWS = (
+    ("heldout/likelihood_accuracy", "chosen answer more likely per token (share of pairs)", "{:.3f}"),
+    ("heldout/reward_accuracy", "reward accuracy (share of pairs)", "{:.3f}"),
+    ("heldout/reward_margin", "reward margin, chosen - rejected", "{:+.4f}"),
+    ("heldout/logps_chosen", "log-probability of the chosen answer (mean)", "{:.2f}"),
+    ("heldout/logps_rejected", "log-probability of the rejected answer (mean)", "{:.2f}"),
+)
+
+
+def _preference_lines(summary: dict) -> list[str]:
+    """The preference stage: its method, and the held-out pairs' metrics before the first step and after the last,
+    beside the held-out bits/char of its forgetting monitor."""
+    method = summary.get("method") or {}
+    before, after = summary["heldout"]["before"], summary["heldout"]["after"]
+    lines = [f"## Preference tuning ({method.get('name', '?')}, loss {method.get('loss_type', '?')}, beta "
+             f"{method.get('beta', '?')}, reference {method.get('reference', '?')}; "
+             f"{summary.get('heldout_pairs', '?')} held-out pairs)", "",
+             f"| held-out metric | step {before['step']} | step {after['step']} | change |", "|---|---:|---:|---:|"]
+    for key, label, fmt in PREFERENCE_ROWS:
+        if key in before and key in after:
+            lines.append(f"| {label} | {fmt.format(before[key])} | {fmt.format(after[key])} | "
+                         f"{after[key] - before[key]:+.4f} |")
+    bpc = summary.get("bpc") or []
+    if len(bpc) > 1:
+        for key in sorted(k for k in bpc[0] if k.startswith("bpc_")):
+            first, last = bpc[0][key], bpc[-1][key]
+            lines.append(f"| bits/char, {key[4:]} held-out text | {first:.4f} | {last:.4f} | "
+                         f"{100 * (last / first - 1):+.2f}% |")
+    return lines
 
 
 def _decontamination_lines(layout: RunLayout) -> list[str]:

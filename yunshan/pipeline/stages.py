@@ -4,8 +4,8 @@
 
 The pipeline recipe is a tree of the stage commands' own arguments: `tokenizer_extension` is `yunshan tokenizer
 extend`'s ExtendArgs, `decontamination` is `yunshan data decontaminate`'s DecontaminateArgs, `eval` is `yunshan
-eval`'s EvalArgs, `cpt` and `sft` are the CptArgs and SftArgs recipes of
-`yunshan cpt` and `yunshan sft`, `export` and `push` the ExportArgs and PushArgs of those commands. The runner fills
+eval`'s EvalArgs, `cpt`, `sft` and `preference` are the CptArgs, SftArgs and PrefArgs recipes of
+`yunshan cpt`, `yunshan sft` and `yunshan pref`, `export` and `push` the ExportArgs and PushArgs of those commands. The runner fills
 what connects the stages (model and tokenizer folders, output folders) with `dataclasses.replace`; those keys are
 reserved in a pipeline recipe (RESERVED_KEYS). Adding a stage is one record in STAGES plus its function: the run
 loop, the dry run, the fingerprints and the report read only the records.
@@ -28,6 +28,7 @@ from yunshan.hub.push import PushArgs
 from yunshan.tokenizer.extend import ExtendArgs
 from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
+from yunshan.training.preference import PrefArgs
 from yunshan.training.sft import SftArgs
 from yunshan.field_rules import check_fields
 
@@ -74,6 +75,8 @@ class PipelineRecipe:
                 "contaminated records out of training): yunshan data decontaminate"})
     cpt: CptArgs | None = field(default=None, metadata={"help": "continual pretraining: yunshan cpt"})
     sft: SftArgs | None = field(default=None, metadata={"help": "mixed SFT: yunshan sft"})
+    preference: PrefArgs | None = field(default=None, metadata={
+        "help": "preference tuning after SFT (DPO, IPO, KTO, ORPO, SimPO): yunshan pref"})
     export: ExportArgs | None = field(default=None, metadata={"help": "export with a model card: yunshan export"})
     push: PushArgs | None = field(default=None, metadata={"help": "push the export to the Hub: yunshan push"})
 
@@ -129,7 +132,7 @@ class RunLayout:
         return str(self.folder("tokenizer")) if self.enabled("tokenizer") else self.base_tokenizer_dir()
 
     def final_model_dir(self) -> str:
-        for stage in ("sft", "cpt"):
+        for stage in ("preference", "sft", "cpt"):
             if self.enabled(stage):
                 return str(self.folder(stage))
         return self.base_model_dir(weights=False)  # the same folder; the stage that reads weights fetches them
@@ -239,8 +242,9 @@ def run_eval_before(layout: RunLayout, e: EvalArgs) -> dict:
 
 
 def run_eval_after(layout: RunLayout, e: EvalArgs) -> dict:
-    # Both trained models: after continual pretraining (the replay's effect on forgetting) and the final one.
-    models = [str(layout.folder(s)) for s in ("cpt", "sft") if layout.enabled(s)] or [layout.base_model_dir()]
+    # Every trained model: after continual pretraining (the replay's effect on forgetting), after SFT and after
+    # preference tuning.
+    models = [str(layout.folder(s)) for s in TRAINING_STAGES if layout.enabled(s)] or [layout.base_model_dir()]
     return _eval(layout, e, "eval_after", models)
 
 
@@ -291,6 +295,27 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
             "precision": report.precision,
             "samples_by_source": {n: v.samples for n, v in report.sources.items()},
             "contaminated_dropped": sum(v.dropped.get("contaminated", 0) for v in report.sources.values())}
+
+
+def run_preference_stage(layout: RunLayout, p: PrefArgs) -> dict:
+    from yunshan.training.preference import run_pref
+
+    out = layout.folder("preference")
+    previous = next((s for s in ("sft", "cpt") if layout.enabled(s)), None)
+    model = str(layout.folder(previous)) if previous else layout.base_model_dir()
+    # As SFT after cpt: the previous stage's tokenizer is the base of this one, so rows it trained are kept as they
+    # are (neither grown again from subword means nor trained in full).
+    tokenizer = layout.tokenizer_args(model if previous else layout.tokenizer_dir(), base=model if previous else None)
+    summary = run_pref(dataclasses.replace(
+        p, model=layout.trained_model(model), tokenizer=tokenizer,
+        training=dataclasses.replace(p.training, output_dir=str(out),
+                                     run_name=_run_name(layout, p.training, "preference"))))
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    report = summary["data_report"]
+    return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
+            "precision": report.precision, "method": report.method, "heldout_pairs": report.heldout_pairs,
+            "heldout": report.heldout, "bpc": summary.get("bpc"),
+            "samples_by_source": {n: v.samples for n, v in report.sources.items()}}
 
 
 def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[DecontaminateArgs, list, list]:
@@ -565,14 +590,19 @@ STAGES: tuple[Stage, ...] = (
     Stage("sft", "sft", _after_decontamination("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
           True, run_sft_stage, filled=("model", "tokenizer", "training.output_dir", "data.exclude"),
           check=_check_sources("sft")),
-    Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft"), _eval_inputs, False, run_eval_after,
-          filled=("model", "out")),
-    Stage("export", "export", ("base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "eval_after"),
+    Stage("preference", "preference", _after_decontamination("base", "tokenizer", "cpt", "sft"),
+          lambda p: _source_paths(p.data.sources) + p.monitor.general + p.monitor.domain, True, run_preference_stage,
+          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("preference")),
+    Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft", "preference"), _eval_inputs, False,
+          run_eval_after, filled=("model", "out")),
+    Stage("export", "export", ("base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "preference",
+                               "eval_after"),
           lambda e: e.eval, False, run_export, filled=("source", "out", "overwrite")),
     Stage("push", "push", ("export",), lambda p: [], False, run_push, filled=("folder",),
           check=lambda p: [] if p.repo_id else ["push.repo_id is not set"]),
 )
 STAGE = {s.name: s for s in STAGES}
+TRAINING_STAGES = ("cpt", "sft", "preference")  # the stages that write a model, in order
 STAGE_NAMES = tuple(STAGE)
 
 PipelineRecipe.RESERVED_KEYS = {
