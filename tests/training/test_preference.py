@@ -209,6 +209,27 @@ def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
 
 
+def test_full_fine_tuning_reference_as_a_copy_or_precomputed_gives_the_same_run(world, tmp_path):
+    """Full DPO with the reference as a frozen copy of the starting model, and with its log-probabilities computed
+    by TRL before the first step (no copy kept): the same losses, rewards and weights."""
+    outs = {}
+    for reference in ("copy", "precompute"):
+        data = recipe_data(world, tmp_path / reference, max_steps=3, logging_steps=1, learning_rate=1e-3)
+        data["reference"] = reference
+        summary = run_pref(load_recipe(PrefArgs, data=data))
+        assert json.loads((tmp_path / reference / "data_report.json").read_text())["method"]["reference"] == reference
+        outs[reference] = tmp_path / reference
+    copy, pre = log_rows(outs["copy"], "train"), log_rows(outs["precompute"], "train")
+    assert [r["step"] for r in copy] == [r["step"] for r in pre] == [1, 2, 3]
+    assert abs(copy[0]["loss"] - 0.693147) < 1e-5  # step 0: the model is its own reference
+    for a, b in zip(copy, pre):
+        for key in ("loss", "rewards/margins", "rewards/chosen", "logps/rejected"):
+            assert abs(a[key] - b[key]) <= 1e-5 * max(1.0, abs(a[key])), (key, a, b)
+    a, b = load_file(outs["copy"] / "model.safetensors"), load_file(outs["precompute"] / "model.safetensors")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-5
+    assert summary["heldout"]["after"]["heldout/reward_margin"] > 0
+
+
 @pytest.mark.parametrize("lora", [True, False])
 def test_an_extended_vocabulary_keeps_its_trained_rows(world, tmp_path, lora):
     """Preference tuning of a model whose tokenizer an earlier stage extended and whose new rows it trained, with
@@ -300,3 +321,50 @@ def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
     report = build_preference_data(load_recipe(PrefArgs, data=data), tokenizer).report
     assert report.sources["s"].dropped == {"bad:identical_answers": 1, "prompt_too_long": 1}
     assert report.samples == 20
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+def _engine_runs(world, tmp_path, engine: str, **changes) -> tuple[Path, Path]:
+    """One process on the global batch (8 pairs), straight through, and a 2-process launch of `engine` (4 pairs a
+    process), SIGKILLed once its step-2 checkpoint is complete and resumed."""
+    from test_engines import launch, launch_and_kill
+
+    data = recipe_data(world, tmp_path / "one", max_steps=4, save_steps=2, logging_steps=1, learning_rate=3e-3,
+                       per_device_batch_size=8)
+    data["eval_steps"] = 2
+    data.update(changes)
+    run_pref(load_recipe(PrefArgs, data=data))
+    data["training"] = {**data["training"], "output_dir": str(tmp_path / engine), "per_device_batch_size": 4}
+    config = tmp_path / f"{engine}.yaml"
+    config.write_text(yaml.safe_dump(data))
+    launch_and_kill(engine, "pref", config, tmp_path / engine / "checkpoints/checkpoint-2")
+    assert not (tmp_path / engine / "model.safetensors").exists()
+    assert "resuming from" in launch(engine, "pref", config)
+    return tmp_path / "one", tmp_path / engine
+
+
+@pytest.mark.multiprocess
+@pytest.mark.distributed  # make test-distributed
+@pytest.mark.parametrize("engine, lora", [("ddp", False), ("zero3", True), ("zero3", False)])
+def test_ddp_and_zero3_follow_one_process(world, tmp_path, engine, lora):
+    """DPO under accelerate launch with 2 CPU processes, SIGKILLed after a checkpoint and resumed: DDP with full
+    fine-tuning and a frozen reference copy, DeepSpeed ZeRO-3 with LoRA (the adapter-disabled reference, the
+    weights partitioned) and with full fine-tuning (the reference copy partitioned too): the losses, TRL's batch
+    metrics, the held-out metrics and the final weights follow one process within test_engines.py's tolerances."""
+    from test_engines import LOSS_TOL, WEIGHT_TOL, assert_engine
+
+    one, two = _engine_runs(world, tmp_path, engine, lora={"enabled": lora, "r": 8, "alpha": 16, "dropout": 0.0})
+    assert_engine(two, engine)
+    for event, keys in (("train", ("loss", "grad_norm", "rewards/margins", "logps/chosen")),
+                        ("preference", ("heldout/reward_margin", "heldout/logps_chosen", "heldout/logps_rejected"))):
+        a, b = log_rows(one, event), log_rows(two, event)
+        assert [r["step"] for r in a] == [r["step"] for r in b] and a, (event, a, b)
+        for x, y in zip(a, b):
+            for key in keys:
+                assert abs(x[key] - y[key]) <= LOSS_TOL * max(1.0, abs(x[key])), (key, x, y)
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    assert a.keys() == b.keys() and max((a[k] - b[k]).abs().max().item() for k in a) <= WEIGHT_TOL
+    report = json.loads((two / "data_report.json").read_text())
+    assert report["method"]["reference"] == ("adapter" if lora else "copy") and report["resumes"][0]["step"] == 2
