@@ -176,6 +176,36 @@ def test_dpo_equals_trls_dpotrainer_run_directly(world, tmp_path):
     print(f"largest difference from TRL's DPOTrainer over 3 steps: {worst:.2e}")
 
 
+def test_held_out_metrics_reach_the_log_the_trackers_and_the_curves(world, tmp_path, monkeypatch):
+    """The held-out pairs' metrics and bits/char every eval_steps, TRL's batch metrics at every logging step: in the
+    JSONL log, in TensorBoard at the same steps (read back with tensorboard's own reader), and as panels of
+    curves.png."""
+    from test_tracking import read_tensorboard
+    from yunshan.training.monitoring import curve_panels
+
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    heldout = tmp_path / "heldout.txt"
+    heldout.write_text("\n\n".join(f"{r['prompt']} {r['chosen']}" for r in pairs(20, 9)))
+    data = recipe_data(world, tmp_path / "run", lora=True, max_steps=6, logging_steps=2, report_to=["tensorboard"])
+    data.update(eval_steps=3, monitor={"every_steps": 3, "general": [str(heldout)], "max_chars": 2000})
+    run_pref(load_recipe(PrefArgs, data=data))
+    out = tmp_path / "run"
+    held = {r["step"]: r for r in log_rows(out, "preference")}
+    bpc = {r["step"]: r["bpc_general"] for r in log_rows(out, "bpc")}
+    train = {r["step"]: r for r in log_rows(out, "train")}
+    assert sorted(held) == sorted(bpc) == [0, 3, 6] and sorted(train) == [2, 4, 6]
+    acc = read_tensorboard(out / "tensorboard")
+    scalars = {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+    for key in ("heldout/reward_margin", "heldout/reward_accuracy", "heldout/likelihood_accuracy"):
+        assert scalars[f"train/{key}"] == pytest.approx({s: r[key] for s, r in held.items()}, abs=1e-6), key
+    assert scalars["train/bpc_general"] == pytest.approx(bpc, rel=1e-6)
+    assert scalars["train/rewards/margins"] == pytest.approx({s: r["rewards/margins"] for s, r in train.items()})
+    panels = curve_panels([json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()])
+    assert [p["title"] for p in panels] == ["training loss", "preference accuracy",
+                                            "reward margin (chosen - rejected)", "held-out bits per character"]
+    assert all(p["series"] for p in panels)
+
+
 def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     """Under LoRA the reference log-probabilities are the frozen base model's (a forward pass of the model as
     loaded), also after the adapter has trained; no reference copy and no "ref" adapter are kept."""
