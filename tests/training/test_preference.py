@@ -206,6 +206,17 @@ def test_held_out_metrics_reach_the_log_the_trackers_and_the_curves(world, tmp_p
     assert all(p["series"] for p in panels)
 
 
+def test_a_new_run_in_the_folder_of_a_finished_one_starts_a_new_log(world, tmp_path):
+    """The pipeline reruns a stage whose settings changed in the same folder: the new run's log, summary and data
+    report hold its own steps only (the logger appends, so the earlier run's log is removed when a run starts over)."""
+    run_pref(recipe(world, tmp_path / "run", max_steps=4, logging_steps=2))
+    summary = run_pref(recipe(world, tmp_path / "run", max_steps=2, logging_steps=1, learning_rate=3e-3,
+                              resume="never"))
+    assert [r["step"] for r in log_rows(tmp_path / "run", "preference")] == [0, 2]
+    assert [r["step"] for r in log_rows(tmp_path / "run", "train")] == [1, 2]
+    assert summary["heldout"]["after"]["step"] == 2
+
+
 def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     """Under LoRA the reference log-probabilities are the frozen base model's (a forward pass of the model as
     loaded), also after the adapter has trained; no reference copy and no "ref" adapter are kept."""

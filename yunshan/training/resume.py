@@ -231,7 +231,9 @@ def settle(plan: RunPlan, total_steps: int, out: Path, kind: str) -> RunPlan:
 
 def start_fresh(ckpt_dir: Path, out: Path) -> None:
     """Before a run from step 0 in a folder that may hold an earlier one: its checkpoints would share step numbers
-    with the new ones, and its data report would vouch for outputs the new run has not written yet."""
+    with the new ones, its data report would vouch for outputs the new run has not written yet, and its log would be
+    read as the new run's (the loggers append: the summaries, curves and pipeline report would show the earlier
+    run's last steps)."""
     from yunshan.artifacts import DataReport
 
     old = [path for _, path, _ in checkpoint_steps(ckpt_dir)]
@@ -240,6 +242,7 @@ def start_fresh(ckpt_dir: Path, out: Path) -> None:
     for path in old:
         shutil.rmtree(path)
     (Path(out) / DataReport.FILE).unlink(missing_ok=True)
+    (Path(out) / "log.jsonl").unlink(missing_ok=True)
 
 
 def run_record(recipe, kind: str, total_steps: int, sequences_per_step: int, resumes: list[dict]) -> dict:
