@@ -75,9 +75,14 @@ def test_the_dry_run_opens_every_corpus(tiny, tmp_path):
     data["cpt"]["data"]["sources"].append({"name": "broken", "path": str(broken), "weight": 1.0})
     data["sft"] = {"data": {"sources": [{"name": "general", "path": str(sft), "format": "alpaca"}]},
                    "training": {"max_steps": 1}}
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"prompt": "问", "chosen": "同一个回答", "rejected": "同一个回答"}) + "\n")
+    data["preference"] = {"data": {"sources": [{"name": "legal", "path": str(pairs), "format": "pairs"}]},
+                          "training": {"max_steps": 1}}
     path = write(tmp_path / "recipe.yaml", data)
     problems = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()["problems"]
-    assert len(problems) == 3, problems
+    assert len(problems) == 4, problems
+    assert any(p.startswith("preference.data.sources.legal:") and str(pairs) in p for p in problems), problems
     assert any(p.startswith("tokenizer_extension.corpus:") and str(wrong_field) in p and "missing_field" in p
                for p in problems), problems
     assert any(p.startswith("cpt.data.sources.broken:") and str(broken) in p for p in problems), problems
@@ -90,6 +95,7 @@ def test_the_dry_run_opens_every_corpus(tiny, tmp_path):
     from yunshan.samples import sample_data_dir
 
     data["sft"]["data"]["sources"][0]["path"] = str(Path(sample_data_dir()) / "sft/general_alpaca.jsonl")
+    data["preference"]["data"]["sources"][0]["path"] = str(Path(sample_data_dir()) / "preference/legal_pairs.jsonl")
     path = write(tmp_path / "recipe.yaml", data)
     assert PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()["problems"] == []
 

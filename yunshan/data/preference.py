@@ -311,10 +311,10 @@ def _files(args: PrefSourceArgs) -> list[str]:
                          keep=lambda p: Path(p).suffix in (".jsonl", ".json"), kinds="file")
 
 
-def preference_records(args: PrefSourceArgs, seed: int = 0):
-    """(location, [Pair | Unpaired, ...] or BadRecord) for every record of every file of one source, before its
-    system prompt: a record gives one item, or (ultrafeedback) every pair its rule makes."""
-    for path in _files(args):
+def preference_records(args: PrefSourceArgs, seed: int = 0, paths: list[str] | None = None):
+    """(location, [Pair | Unpaired, ...] or BadRecord) for every record of every file of one source (or of `paths`
+    among them), before its system prompt: a record gives one item, or (ultrafeedback) every pair its rule makes."""
+    for path in _files(args) if paths is None else paths:
         for location, obj, _ in read_records(path, "jsonl" if path.endswith(".jsonl") else "json"):
             if isinstance(obj, BadRecord):
                 yield location, obj

@@ -446,7 +446,7 @@ def _check_sources(section: str) -> Callable[[Any], list[str]]:
     def check(args) -> list[str]:
         if not args.data.sources:
             return [f"{section}.data.sources is empty"]
-        opened = _open_sft_sources if section == "sft" else _open_cpt_sources
+        opened = {"sft": _open_sft_sources, "preference": _open_preference_sources}.get(section, _open_cpt_sources)
         return opened(section, args)
 
     return check
@@ -517,6 +517,17 @@ def _open_sft_sources(section: str, args) -> list[str]:
     return problems
 
 
+def _open_preference_sources(section: str, args) -> list[str]:
+    from yunshan.data.preference import _files, preference_records
+
+    problems = []
+    for source in args.data.sources:
+        problems += _open_files(f"{section}.data.sources.{source.name}", lambda s=source: _files(s),
+                                lambda path, s=source: (items for _, items in preference_records(s, paths=[path])),
+                                args.data.on_bad_record)
+    return problems
+
+
 def _check_extension(t: ExtendArgs) -> list[str]:
     """The word lists resolve, and every corpus file opens and yields a text as `yunshan tokenizer extend` reads it."""
     from yunshan.data.sources import read_file_records
@@ -545,6 +556,11 @@ def _check_texts(key: str, paths: list[str]) -> list[str]:
 
 def _check_cpt(args) -> list[str]:
     return _check_sources("cpt")(args) + _check_texts("cpt.monitor", args.monitor.general + args.monitor.domain)
+
+
+def _check_preference(args) -> list[str]:
+    return _check_sources("preference")(args) + _check_texts("preference.monitor",
+                                                             args.monitor.general + args.monitor.domain)
 
 
 def _check_eval(e: EvalArgs) -> list[str]:
@@ -592,7 +608,7 @@ STAGES: tuple[Stage, ...] = (
           check=_check_sources("sft")),
     Stage("preference", "preference", _after_decontamination("base", "tokenizer", "cpt", "sft"),
           lambda p: _source_paths(p.data.sources) + p.monitor.general + p.monitor.domain, True, run_preference_stage,
-          filled=("model", "tokenizer", "training.output_dir"), check=_check_sources("preference")),
+          filled=("model", "tokenizer", "training.output_dir"), check=_check_preference),
     Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft", "preference"), _eval_inputs, False,
           run_eval_after, filled=("model", "out")),
     Stage("export", "export", ("base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "preference",
