@@ -271,6 +271,34 @@ def test_full_fine_tuning_reference_as_a_copy_or_precomputed_gives_the_same_run(
     assert summary["heldout"]["after"]["heldout/reward_margin"] > 0
 
 
+def test_gradient_checkpointing_under_lora_gives_the_same_run(world, tmp_path):
+    """The SmolLM2 recipes keep memory down with gradient checkpointing on a LoRA model (the adapter-disabled
+    reference pass runs without it): the adapter trains, and the losses, TRL's batch metrics and the weights are
+    those of the run without it (recomputation is exact)."""
+    from transformers import TrainerCallback
+
+    class Seen(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+            seen[name] = bool(layers) and all(m.gradient_checkpointing for m in layers)
+
+    outs, seen = {}, {}
+    for name, checkpointing in (("plain", False), ("checkpointed", True)):
+        data = recipe_data(world, tmp_path / name, lora=True, max_steps=3, logging_steps=1, learning_rate=1e-2,
+                           gradient_checkpointing=checkpointing)
+        run_pref(load_recipe(PrefArgs, data=data), callbacks=[Seen()])
+        outs[name] = tmp_path / name
+    assert seen == {"plain": False, "checkpointed": True}
+    plain, checkpointed = log_rows(outs["plain"], "train"), log_rows(outs["checkpointed"], "train")
+    assert [r["step"] for r in plain] == [r["step"] for r in checkpointed] == [1, 2, 3]
+    assert plain[-1]["rewards/margins"] > 0.01  # the adapter trained
+    for a, b in zip(plain, checkpointed):
+        for key in ("loss", "grad_norm", "rewards/margins", "logps/chosen"):
+            assert abs(a[key] - b[key]) <= 1e-5 * max(1.0, abs(a[key])), (key, a, b)
+    a, b = load_file(outs["plain"] / "model.safetensors"), load_file(outs["checkpointed"] / "model.safetensors")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-5
+
+
 @pytest.mark.parametrize("lora", [True, False])
 def test_an_extended_vocabulary_keeps_its_trained_rows(world, tmp_path, lora):
     """Preference tuning of a model whose tokenizer an earlier stage extended and whose new rows it trained, with
