@@ -326,6 +326,15 @@ def test_an_extended_vocabulary_keeps_its_trained_rows(world, tmp_path, lora):
         assert (left[n_base:] - came[n_base:]).abs().max() > 0
 
 
+@pytest.mark.parametrize("lora, message", [({"init_lora_weights": "pissa"}, "PiSSA and OLoRA"),
+                                            ({"loraplus_lr_ratio": 16}, "loraplus_lr_ratio")])
+def test_lora_variants_that_break_the_reference_are_refused(world, tmp_path, lora, message):
+    data = recipe_data(world, tmp_path / "run", lora=True)
+    data["lora"].update(lora)
+    with pytest.raises(ValueError, match=message):
+        load_recipe(PrefArgs, data=data)
+
+
 def launch(config: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(config)], cwd=ROOT,
                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)

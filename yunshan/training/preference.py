@@ -128,6 +128,13 @@ class PrefArgs:
                              "precompute)")
         if self.reference == "adapter" and not self.lora.enabled:
             raise ValueError("reference adapter needs lora.enabled: true (without LoRA use copy or precompute)")
+        if self.lora.enabled and self.lora.mutates_base:
+            raise ValueError(f"lora.init_lora_weights {self.lora.init_lora_weights!r}: PiSSA and OLoRA move the base "
+                             "weights into the adapter, so the adapter-disabled model is no longer the model preference "
+                             "tuning starts from; use default or gaussian initialisation (DoRA and rsLoRA are fine)")
+        if self.lora.enabled and self.lora.loraplus_lr_ratio is not None:
+            raise ValueError("lora.loraplus_lr_ratio is not supported by yunshan pref (TRL's trainers build their own "
+                             "optimizer); leave it unset")
         if self.reference == "copy" and self.lora.enabled:
             raise ValueError("reference copy with lora.enabled: the adapter-disabled model is the reference already "
                              "(reference adapter or auto); a second copy would only cost memory")
