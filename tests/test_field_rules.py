@@ -41,7 +41,7 @@ CLASSES = argument_classes()
 # Valid values of the fields that have no default or depend on each other, so that every class can be built.
 REQUIRED = {
     "ModelArgs": {"preset": "tiny"}, "SourceArgs": {"name": "s", "path": "a.jsonl"},
-    "SftSourceArgs": {"name": "s", "path": "a.jsonl", "format": "alpaca"}, "ExtendArgs": {"corpus": [], "new_tokens": 1},
+    "SftSourceArgs": {"name": "s", "path": "a.jsonl", "format": "alpaca"}, "PrefSourceArgs": {"name": "s", "path": "a.jsonl", "format": "pairs"}, "ExtendArgs": {"corpus": [], "new_tokens": 1},
     "ChatArgs": {"model": "m"}, "ServeArgs": {"model": "m"}, "InfoArgs": {"preset_or_path": "tiny"},
     "UpcycleArgs": {"src": "a", "dst": "b"},
     "ImportGgufArgs": {"gguf_file": "a.gguf", "out": "b"}, "MergeArgs": {"model": "a", "instruct": "b", "out": "c"}, "ReportArgs": {"tokenizer": ["t"], "text": ["x"]},

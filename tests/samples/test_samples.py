@@ -290,9 +290,9 @@ def test_fact_tables_are_consistent():
 
 def test_evaluation_items_ask_about_facts_training_never_states(tree):
     """Evaluation items ask about the evaluation side of the knowledge base only (EVAL_FACTS), whose facts no training
-    document or SFT sample states, and their correct options are those facts (an answer key a model cannot have
+    document, SFT sample or preference record states (chosen or rejected), and their correct options are those facts (an answer key a model cannot have
     memorised from the training data)."""
-    text = "\n".join(t for path, t in tree.items() if path.startswith(("corpora/", "sft/")))
+    text = "\n".join(t for path, t in tree.items() if path.startswith(("corpora/", "sft/", "preference/")))
 
     def stated(fact) -> bool:  # the value with the term in one sentence, or a long value anywhere
         if len(fact.zh_value) >= 10 and fact.zh_value in text:
@@ -325,10 +325,10 @@ def test_evaluation_items_ask_about_facts_training_never_states(tree):
 
 
 def test_evaluation_sets_and_heldout_texts_share_no_template_with_training(tree, tmp_path):
-    """The decontamination of the default tree (every evaluation set and held-out text against every corpus and SFT
-    set, as `yunshan data decontaminate` measures it): no item is dirty, and the only partial ones are theft-amount
-    bracket questions, whose four options are the synthetic code's fixed bracket names in training and evaluation alike
-    (LawBench 3-6 writes them inline, so they count in the question)."""
+    """The decontamination of the default tree (every evaluation set and held-out text against every corpus, SFT
+    set and preference set, as `yunshan data decontaminate` measures it): no item is dirty, and the only partial ones
+    are theft-amount bracket questions, whose four options are the synthetic code's fixed bracket names in training
+    and evaluation alike (LawBench 3-6 writes them inline, so they count in the question)."""
     from yunshan.data.decontamination import NgramIndex, Scan, Text
     from yunshan.eval.items import eval_items, heldout_items
 
@@ -339,9 +339,11 @@ def test_evaluation_sets_and_heldout_texts_share_no_template_with_training(tree,
     items += [it for d in DOMAINS for it in heldout_items(d, tmp_path / "heldout" / f"{d}.txt")]
     index = NgramIndex.build(items)
     scan = Scan(index, tmp_path / "scan", boilerplate_train=10, boilerplate_eval=20)
-    training = [Text(path, [json.dumps(r, ensure_ascii=False) if "messages" in r or "conversations" in r
+    training = [Text(path, [json.dumps(r, ensure_ascii=False)
+                            if "messages" in r or "conversations" in r or path.startswith("preference/")
                             else r.get("text") or " ".join(str(v) for v in r.values())])
-                for path, t in tree.items() if path.startswith(("corpora/", "sft/")) and path.endswith(".jsonl")
+                for path, t in tree.items() if path.startswith(("corpora/", "sft/", "preference/"))
+                and path.endswith(".jsonl")
                 for r in _jsonl(t)]
     training += [Text(path, [t]) for path, t in tree.items() if path.startswith("sft/") and not path.endswith(".jsonl")]
     for _ in scan.read(training, lambda r: {}):

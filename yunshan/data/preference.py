@@ -41,6 +41,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yunshan.field_rules import check_fields
+
 from .conversations import ROLES, SHAREGPT_ROLES
 from .files import resolve_paths
 from .records import BadRecord, fail_or_count, read_records
@@ -55,13 +57,13 @@ class PrefSourceArgs:
     """One preference source of the mixture."""
 
     name: str = field(metadata={"help": "name in reports"})
-    path: list[str] | str = field(metadata={"help": "file, folder or glob (.jsonl/.json)"})
+    path: list[str] | str = field(metadata={"path": True, "help": "file, folder or glob (.jsonl/.json)"})
     format: str = field(metadata={"help": f"one of {', '.join(PREFERENCE_FORMATS)} (yunshan.data.preference)"})
-    weight: float = field(default=1.0, metadata={"help": "sampling weight: 2.0 repeats every pair twice, 0.5 keeps "
+    weight: float = field(default=1.0, metadata={"range": "> 0", "help": "sampling weight: 2.0 repeats every pair twice, 0.5 keeps "
                                                          "a random half"})
-    max_samples: int | None = field(default=None, metadata={"help": "cap on pairs from this source (after weight)"})
+    max_samples: int | None = field(default=None, metadata={"range": ">= 0", "help": "cap on pairs from this source (after weight)"})
     system: str | None = field(default=None, metadata={"help": "system prompt added to prompts that have none"})
-    heldout: int = field(default=0, metadata={
+    heldout: int = field(default=0, metadata={"range": ">= 0",
         "help": "pairs held out for the held-out preference metrics (whole records: the pairs of one scored record "
                 "stay on one side)"})
     card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
@@ -69,20 +71,17 @@ class PrefSourceArgs:
         "help": f"ultrafeedback: how scored completions become pairs: {', '.join(PAIRING_RULES)}"})
     score_field: str = field(default="overall_score", metadata={"help": "ultrafeedback: a completion's score field"})
     response_field: str = field(default="response", metadata={"help": "ultrafeedback: a completion's text field"})
-    min_score_gap: float = field(default=0.0, metadata={
+    min_score_gap: float = field(default=0.0, metadata={"range": ">= 0",
         "help": "ultrafeedback: a pair's scores must differ by more than this"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.format not in PREFERENCE_FORMATS:
             raise ValueError(f"preference source {self.name!r}: format {self.format!r} is not one of "
                              f"{', '.join(PREFERENCE_FORMATS)}")
-        if not self.weight > 0:
-            raise ValueError(f"preference source {self.name!r}: weight must be > 0")
         if self.pairing not in PAIRING_RULES:
             raise ValueError(f"preference source {self.name!r}: pairing {self.pairing!r} is not one of "
                              f"{', '.join(PAIRING_RULES)}")
-        if self.heldout < 0 or self.min_score_gap < 0:
-            raise ValueError(f"preference source {self.name!r}: heldout and min_score_gap must be >= 0")
 
 
 @dataclass

@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 
 from .corpus import stream_rng
-from .facts import CODES, FINANCE_FACTS, KINDS, LEGAL_FACTS, Fact, article_title, facts_of_kind
+from .facts import CODES, FINANCE_FACTS, KINDS, LEGAL_FACTS, Fact, article_title, facts_of_kind, on_side
 from .formats import OutFile, render_jsonl
 from .legal import ADJUSTMENTS, SENTENCING, consultation_turn, consultation_turn_en, criminal_case
 
@@ -33,15 +33,21 @@ _LEGAL_SYSTEMS = ("你是一名律师，回答时请引用所依据的法条。"
                   "You are a legal assistant. Cite the article you rely on.")
 _FIN_SYSTEMS = ("你是一名注册会计师，回答时请写出所依据的规则或公式。", "You are a financial analyst. State the rule you apply.")
 _TRUE = {(f.zh_term, f.zh_value) for f in LEGAL_FACTS + FINANCE_FACTS}
+# The training side of the knowledge base only (facts.EVAL_FACTS): the preference sets are training data, so they
+# state and misstate no fact the evaluation sets and held-out texts ask about, and draw every template, name and
+# number from the training side too (stream_rng's paths name no "eval" or "heldout").
+_LEGAL = tuple(f for f in on_side(LEGAL_FACTS, "train") if f.article)
+_FINANCE = on_side(FINANCE_FACTS, "train")
 
 
 def _wrong_value(rng: random.Random, fact: Fact, lang: str) -> str:
-    """Another value of the fact's kind (plausible: the same sort of period, rate or definition), never a true one."""
+    """Another value of the fact's kind on the training side (plausible: the same sort of period, rate or
+    definition), never a true one."""
     if lang == "zh":
-        pool = [f.zh_value for f in facts_of_kind(fact.kind)] + list(KINDS[fact.kind].extra_values)
+        pool = [f.zh_value for f in facts_of_kind(fact.kind, "train")] + list(KINDS[fact.kind].extra_values)
         pool = sorted({v for v in pool if v != fact.zh_value and (fact.zh_term, v) not in _TRUE})
     else:
-        pool = sorted({f.en_value for f in facts_of_kind(fact.kind) if f.zh_value != fact.zh_value
+        pool = sorted({f.en_value for f in facts_of_kind(fact.kind, "train") if f.zh_value != fact.zh_value
                        and f.en_value != fact.en_value})
     return rng.choice(pool)
 
@@ -53,7 +59,7 @@ def _article_en(fact: Fact) -> str:
 
 # ------------------------------------------------------------------------------------------------ legal
 def _legal_consultation(rng: random.Random, lang: str) -> tuple[str, str, str]:
-    fact = rng.choice([f for f in LEGAL_FACTS if f.article])
+    fact = rng.choice(_LEGAL)
     wrong = _wrong_value(rng, fact, lang)
     if lang == "zh":
         q, _ = consultation_turn(rng, fact)
@@ -180,7 +186,7 @@ _EN_ASK_FIN = ("What is {t}?", "Could you explain {t}?", "What does the rule say
 
 
 def _concept(rng: random.Random, lang: str) -> tuple[str, str, str, str]:
-    fact = rng.choice(FINANCE_FACTS)
+    fact = rng.choice(_FINANCE)
     wrong = _wrong_value(rng, fact, lang)
     category = KINDS[fact.kind]
     if lang == "zh":

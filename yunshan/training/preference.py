@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from yunshan.data.preference import OVERLONG, PrefSourceArgs
+from yunshan.field_rules import check_fields
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import MonitorArgs
 
@@ -55,24 +56,23 @@ class PrefDataArgs:
     """The preference mixture: sources shuffled into one training set, with held-out pairs."""
 
     sources: list[PrefSourceArgs] = field(default_factory=list, metadata={"help": "preference sources"})
-    max_length: int = field(default=1024, metadata={
+    max_length: int = field(default=1024, metadata={"range": ">= 2",
         "help": "tokens of prompt + answer (TRL's max_length); longer pairs as data.overlong says"})
     overlong: str = field(default="truncate", metadata={
         "help": "a pair longer than max_length: truncate (TRL's keep_start rule: answers cut from the right, a pair "
                 "whose prompt alone fills max_length dropped), drop, or fail (a one-line error); all counted"})
     on_bad_record: str = field(default="fail", metadata={"help": "fail (file, line, field) or skip (count)"})
-    exclude: str | None = field(default=None, metadata={
+    exclude: str | None = field(default=None, metadata={"path": True,
         "help": "contamination list (contaminated.jsonl of yunshan data decontaminate): its records are left out, "
                 "each counted as dropped 'contaminated'"})
-    seed: int = field(default=0, metadata={"help": "seed of sampling, pairing (best_random), shuffling"})
+    seed: int = field(default=0, metadata={"range": "[0, 4294967295]", "help": "seed of sampling, pairing (best_random), shuffling"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.overlong not in OVERLONG:
             raise ValueError(f"data.overlong must be one of {', '.join(OVERLONG)}, got {self.overlong!r}")
         if self.on_bad_record not in ("fail", "skip"):
             raise ValueError(f"data.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
-        if self.max_length < 2:
-            raise ValueError(f"data.max_length must be >= 2, got {self.max_length}")
 
 
 @dataclass
@@ -83,25 +83,25 @@ class PrefArgs:
         "help": f"one of {', '.join(METHODS)}: DPO (TRL DPOTrainer), IPO (DPOTrainer, loss_type ipo), KTO "
                 "(KTOTrainer: pairs are unpaired, or KTO's own unpaired data), ORPO (ORPOTrainer, no reference), "
                 "SimPO (CPOTrainer, loss_type simpo, cpo_alpha 0, no reference)"})
-    beta: float = field(default=0.1, metadata={
+    beta: float = field(default=0.1, metadata={"range": "> 0",
         "help": "DPO/KTO: how far the model may move from the reference (higher: less); IPO: the regulariser tau; "
                 "ORPO: the odds-ratio loss weight lambda; SimPO: the reward scale (the paper uses 2.0-2.5)"})
     loss_type: str | None = field(default=None, metadata={
         "help": f"dpo: one of TRL's {', '.join(DPO_LOSS_TYPES)} (default sigmoid; sigmoid_norm and ipo normalise by "
                 f"length); kto: {' or '.join(KTO_LOSS_TYPES)} (default kto); not used by ipo, orpo, simpo"})
-    label_smoothing: float = field(default=0.0, metadata={
+    label_smoothing: float = field(default=0.0, metadata={"range": "[0, 0.5)",
         "help": "dpo loss_type robust: the probability that a label is flipped, in [0, 0.5); exo_pair: epsilon; "
                 "simpo: label smoothing of its sigmoid loss"})
     reference: str = field(default="auto", metadata={
         "help": "the reference of dpo, ipo and kto: auto (adapter under LoRA, else copy), adapter (the "
                 "adapter-disabled model, LoRA only), copy (a frozen copy of the starting model), precompute (its "
                 "log-probabilities computed before the first step, nothing kept); orpo and simpo: none"})
-    simpo_gamma: float = field(default=0.5, metadata={"help": "simpo: the target reward margin gamma"})
-    desirable_weight: float = field(default=1.0, metadata={"help": "kto: weight of the desirable samples' losses"})
-    undesirable_weight: float = field(default=1.0, metadata={"help": "kto: weight of the undesirable samples' losses"})
-    eval_steps: int = field(default=0, metadata={
+    simpo_gamma: float = field(default=0.5, metadata={"range": ">= 0", "help": "simpo: the target reward margin gamma"})
+    desirable_weight: float = field(default=1.0, metadata={"range": "> 0", "help": "kto: weight of the desirable samples' losses"})
+    undesirable_weight: float = field(default=1.0, metadata={"range": "> 0", "help": "kto: weight of the undesirable samples' losses"})
+    eval_steps: int = field(default=0, metadata={"range": ">= 0",
         "help": "held-out preference metrics every N steps (0: before the first step and after the last only)"})
-    eval_batch_size: int = field(default=4, metadata={"help": "held-out pairs scored per forward pass"})
+    eval_batch_size: int = field(default=4, metadata={"range": ">= 1", "help": "held-out pairs scored per forward pass"})
     model: ModelArgs = field(default_factory=lambda: ModelArgs(preset="tiny"))
     tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
     data: PrefDataArgs = field(default_factory=PrefDataArgs)
@@ -112,6 +112,7 @@ class PrefArgs:
         "help": "held-out bits per character (forgetting) during training, as yunshan cpt's monitor"})
 
     def __post_init__(self):
+        check_fields(self)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         valid = {"dpo": DPO_LOSS_TYPES, "kto": KTO_LOSS_TYPES}.get(self.method, ())
@@ -138,12 +139,6 @@ class PrefArgs:
         if self.reference == "copy" and self.lora.enabled:
             raise ValueError("reference copy with lora.enabled: the adapter-disabled model is the reference already "
                              "(reference adapter or auto); a second copy would only cost memory")
-        if not self.beta > 0:
-            raise ValueError(f"beta must be > 0, got {self.beta}")
-        if not 0 <= self.label_smoothing < 0.5:
-            raise ValueError(f"label_smoothing must be in [0, 0.5), got {self.label_smoothing}")
-        if self.eval_steps < 0 or self.eval_batch_size < 1:
-            raise ValueError("eval_steps must be >= 0 and eval_batch_size >= 1")
 
     def resolved_reference(self) -> str:
         if self.method in REFERENCE_FREE:
