@@ -250,6 +250,47 @@ def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
 
 
+def test_held_out_scoring_in_chunks_equals_the_models_own_logits(world):
+    """The held-out scoring applies the LM head to a few answer positions at a time (label logit minus logsumexp);
+    it equals the log-softmax of the model's own logits for the whole batch: on the tied model, under LoRA with
+    trained new rows (the head through PEFT's wrapper), and through the one-row fallback of models that transform
+    their logits."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
+
+    from yunshan.data.preference import EncodedPair
+    from yunshan.training.preference_monitor import _backbone_and_head, answer_logps
+
+    rng = random.Random(0)
+    model = LlamaForCausalLM.from_pretrained(world / "cpt").eval()
+    vocab = model.config.vocab_size
+    pairs = [EncodedPair([rng.randrange(vocab) for _ in range(rng.randint(1, 9))],
+                         [rng.randrange(vocab) for _ in range(rng.randint(1, 7))],
+                         [rng.randrange(vocab) for _ in range(rng.randint(1, 7))]) for _ in range(7)]
+    torch.manual_seed(0)
+    lora = get_peft_model(LlamaForCausalLM.from_pretrained(world / "cpt"), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+        trainable_token_indices={"embed_tokens": list(range(vocab - 8, vocab))})).eval()
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "trainable_tokens_delta" in name:
+                p.normal_()
+    for m in (model, lora):
+        whole = answer_logps(m, pairs, pad_id=0, batch_size=3, chunk_positions=None)
+        for chunk in (1, 5, 1000):
+            chunked = answer_logps(m, pairs, pad_id=0, batch_size=3, chunk_positions=chunk)
+            assert chunked["chosen_tokens"] == whole["chosen_tokens"]
+            torch.testing.assert_close(torch.tensor(chunked["chosen"] + chunked["rejected"]),
+                                       torch.tensor(whole["chosen"] + whole["rejected"]), atol=1e-4, rtol=1e-6)
+    assert answer_logps(lora, pairs, pad_id=0)["chosen"] != answer_logps(model, pairs, pad_id=0)["chosen"]
+    assert _backbone_and_head(model) is not None and _backbone_and_head(lora) is not None  # the chunked path ran
+    model.config.final_logit_softcapping = 1e9  # read as a transform: the model's own forward, row by row
+    assert _backbone_and_head(model) is None
+    whole = answer_logps(model, pairs, pad_id=0, batch_size=3, chunk_positions=None)
+    torch.testing.assert_close(torch.tensor(answer_logps(model, pairs, pad_id=0, batch_size=3)["chosen"]),
+                               torch.tensor(whole["chosen"]), atol=1e-4, rtol=1e-6)
+
+
 def test_full_fine_tuning_reference_as_a_copy_or_precomputed_gives_the_same_run(world, tmp_path):
     """Full DPO with the reference as a frozen copy of the starting model, and with its log-probabilities computed
     by TRL before the first step (no copy kept): the same losses, rewards and weights."""

@@ -35,37 +35,41 @@ REFERENCE_FILE = "preference_reference.json"
 REFERENCE_METHODS = ("dpo", "ipo", "kto")
 
 
+# Answer positions whose logits are formed at once: 256 x a 49k vocabulary is 50 MB in float32, where the whole
+# batch's logits (8 rows of 512 tokens) would be 800 MB and their log-softmax as much again.
+CHUNK_POSITIONS = 256
+# Logit transforms some models apply after the LM head (Gemma's soft-capping, Cohere's and Granite's scales): with any
+# of these set the head is not applied here; the model's own forward runs one row at a time instead.
+_HEAD_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
+                    "logits_scaling")
+
+
 @torch.no_grad()
-def answer_logps(model, pairs, pad_id: int, batch_size: int = 4) -> dict[str, list[float]]:
+def answer_logps(model, pairs, pad_id: int, batch_size: int = 4,
+                 chunk_positions: int | None = CHUNK_POSITIONS) -> dict[str, list[float]]:
     """Summed log-probabilities and token counts of the chosen and rejected answers of `pairs` (EncodedPair) under
-    `model`: {"chosen", "rejected", "chosen_tokens", "rejected_tokens"}, one entry per pair."""
+    `model`: {"chosen", "rejected", "chosen_tokens", "rejected_tokens"}, one entry per pair.
+
+    With `chunk_positions` the full-vocabulary logits are never built for the batch: the model's backbone gives the
+    hidden states, and the LM head is applied to `chunk_positions` answer positions at a time, each giving the label's
+    logit minus the logsumexp of its row (tests/training/test_preference.py checks it equals the model's own logits).
+    Models that transform the head's logits (_HEAD_TRANSFORMS) or expose no backbone and head run their own forward,
+    one row at a time; `chunk_positions=None` runs the model's forward on the whole batch (the reference)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    parts = _backbone_and_head(model) if chunk_positions else None
+    step = batch_size if parts is not None or chunk_positions is None else 1
     out = {"chosen": [], "rejected": [], "chosen_tokens": [], "rejected_tokens": []}
     try:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start:start + batch_size]
             rows = [(p.prompt_ids, p.chosen_ids) for p in batch] + [(p.prompt_ids, p.rejected_ids) for p in batch]
-            width = max(len(a) + len(b) for a, b in rows)
-            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            answer = torch.zeros((len(rows), width), dtype=torch.bool)
-            for i, (prompt, completion) in enumerate(rows):
-                n = len(prompt) + len(completion)
-                ids[i, :n] = torch.tensor(prompt + completion)
-                mask[i, :n] = 1
-                answer[i, len(prompt):n] = True
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits
-            answer = answer[:, 1:].to(logits.device)
-            # only the answer positions are normalised (a vocabulary of 50k+ makes the whole (rows, width, vocab)
-            # log-softmax the largest tensor of the step)
-            picked = logits[:, :-1][answer].float().log_softmax(-1)
-            picked = picked.gather(1, ids[:, 1:].to(logits.device)[answer].unsqueeze(-1)).squeeze(-1)
-            row_of = torch.arange(len(rows), device=logits.device).unsqueeze(1).expand_as(answer)[answer]
-            sums = torch.zeros(len(rows), dtype=torch.float64, device=logits.device).index_add_(
-                0, row_of, picked.double()).cpu().tolist()
-            counts = answer.sum(-1).cpu().tolist()
+            sums, counts = [], []
+            for first in range(0, len(rows), step):
+                s, c = _row_logps(model, parts, rows[first:first + step], pad_id, device, chunk_positions)
+                sums += s
+                counts += c
             k = len(batch)
             out["chosen"] += sums[:k]
             out["rejected"] += sums[k:]
@@ -74,6 +78,54 @@ def answer_logps(model, pairs, pad_id: int, batch_size: int = 4) -> dict[str, li
     finally:
         model.train(was_training)
     return out
+
+
+def _backbone_and_head(model):
+    """(backbone, LM head) of a transformers causal LM (under PEFT: of its base model, adapters in place), or None
+    when it has none or transforms the head's logits."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    backbone = getattr(base, "base_model", None)
+    config = getattr(base, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if head is None or backbone is None or backbone is base or any(
+            getattr(text, name, None) is not None for name in _HEAD_TRANSFORMS):
+        return None
+    return backbone, head
+
+
+def _row_logps(model, parts, rows, pad_id: int, device, chunk_positions: int | None):
+    """Summed answer log-probabilities and answer token counts of `rows` ((prompt ids, answer ids) each)."""
+    width = max(len(a) + len(b) for a, b in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    answer = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (prompt, completion) in enumerate(rows):
+        n = len(prompt) + len(completion)
+        ids[i, :n] = torch.tensor(prompt + completion)
+        mask[i, :n] = 1
+        answer[i, len(prompt):n] = True
+    ids, mask = ids.to(device), mask.to(device)
+    answer = answer[:, 1:].to(device)
+    labels = ids[:, 1:][answer]
+    if parts is not None:
+        backbone, head = parts
+        hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state[:, :-1][answer]
+        picked = torch.empty(len(labels), dtype=torch.float32, device=hidden.device)
+        for first in range(0, len(labels), chunk_positions):
+            logits = head(hidden[first:first + chunk_positions]).float()
+            label = labels[first:first + chunk_positions].to(logits.device).unsqueeze(-1)
+            picked[first:first + chunk_positions] = (logits.gather(1, label).squeeze(-1)
+                                                     - torch.logsumexp(logits, -1))
+    else:
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        # only the answer positions are normalised
+        picked = logits[:, :-1][answer.to(logits.device)].float().log_softmax(-1)
+        picked = picked.gather(1, labels.to(logits.device).unsqueeze(-1)).squeeze(-1)
+    row_of = torch.arange(len(rows), device=answer.device).unsqueeze(1).expand_as(answer)[answer]
+    sums = torch.zeros(len(rows), dtype=torch.float64, device=picked.device).index_add_(
+        0, row_of.to(picked.device), picked.double()).cpu().tolist()
+    return sums, answer.sum(-1).cpu().tolist()
 
 
 def preference_metrics(logps: dict, reference: dict | None, method: str, beta: float) -> dict[str, float]:
