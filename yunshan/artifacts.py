@@ -228,13 +228,13 @@ class DataReport(_JsonFile):
 
 @dataclass
 class FinalOutputs(_JsonFile):
-    """yunshan_complete.json: the one marker of a finished `yunshan cpt` / `yunshan sft` run folder. The final save
+    """yunshan_complete.json: the one marker of a finished `yunshan cpt` / `sft` / `pref` run folder. The final save
     writes it last, after the weights, tokenizer, recipe and reports (the files and their sizes listed here, each
     fsynced first), and a run that goes on to change the folder (a rerun, a longer run, a start over) removes it
     before anything else. So a folder holding it is exactly one finished run, and a folder without it is a run in
     progress, killed or failed: `yunshan export` refuses it and a rerun finishes it."""
 
-    kind: str  # "cpt" or "sft"
+    kind: str  # "cpt", "sft" or "preference"
     step: int  # the optimizer steps the saved model was trained for
     files: dict[str, int]  # every file of the final outputs (relative path) -> its size in bytes
     finished: str = ""

@@ -388,7 +388,20 @@ def run_pref(recipe: PrefArgs, dry_run: bool = False, callbacks: list | None = N
     """Run preference tuning as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks.
 
     Three steps: set up (plan, data, model, reference), train (TRL's trainer with the monitors and trackers), save
-    (the model, LoRA merged, the adapter beside it; tokenizer, data report with the held-out metrics, curves)."""
+    (the model, LoRA merged, the adapter beside it; tokenizer, data report with the held-out metrics, curves; the
+    marker of the finished folder last)."""
+    from yunshan.folder_lock import folder_lock
+    from yunshan.folders import check_output_folder
+
+    if dry_run:
+        return _run_pref(recipe, dry_run, callbacks)  # reads only: no lock
+    out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
+    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    with folder_lock(out, "training.output_dir"):
+        return _run_pref(recipe, dry_run, callbacks)
+
+
+def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
     started = time.time()
     run = _set_up(recipe, dry_run)
     if not isinstance(run, PrefRun):
@@ -408,7 +421,7 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, load_model, load_tokenizer, resolve_sources, trainable_summary)
     from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, settle, start_fresh
+    from yunshan.training.resume import finished_summary, plan_run, reopen, settle, start_fresh
 
     train = recipe.training
     out = check_output_folder(train.output_dir, "training.output_dir")
@@ -456,6 +469,8 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     plan = settle(plan, total_steps, out, "preference")
     if plan.action == "done":
         return finished_summary(out, plan)
+    if rank_zero:
+        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
 
     _, config_class = trl_classes(recipe.method)
     # Before the model: under a DeepSpeed ZeRO-3 launch the TrainingArguments switch on zero.Init, so the model (and
@@ -545,45 +560,51 @@ def _train(run: PrefRun, callbacks: list | None = None):
 
 
 def _save(run: PrefRun, trainer, engine, monitor, bpc, train_loss, started: float) -> dict:
+    from yunshan.artifacts import FinalOutputs
+    from yunshan.training.checkpoints import final_save
     from yunshan.training.engines import final_model
     from yunshan.training.monitoring import plot_curves
 
     recipe, out = run.recipe, run.out
     summary = {"output_dir": str(out), "steps": trainer.state.global_step, "train_loss": train_loss}
-    final = final_model(trainer)  # every process takes part in gathering a sharded model
-    if run.rank_zero:
-        report = run.data.report
-        if recipe.lora.enabled:
-            final.save_pretrained(out / "adapter")
-            final = final.merge_and_unload()
-        final.config.use_cache = True
-        stop_ids = sorted({run.tokenizer.eos_token_id, *(report.end_of_turn_ids or [])})
-        final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
-        final.generation_config.pad_token_id = run.tokenizer.pad_token_id
-        final.save_pretrained(out)
-        run.tokenizer.save_pretrained(out)
-        report.steps = trainer.state.global_step
-        report.precision = {"value": run.precision, "reason": run.precision_reason}
-        report.engine = engine.to_dict()
-        report.resumes = run.plan.resumes or None
-        report.method = {"name": recipe.method, "loss_type": recipe.resolved_loss_type(), "beta": recipe.beta,
-                         "reference": run.reference, "trainer": trl_classes(recipe.method)[0].__name__,
-                         "trl": _trl_version()}
-        if recipe.method == "simpo":
-            report.method["simpo_gamma"] = recipe.simpo_gamma
-        if recipe.label_smoothing:
-            report.method["label_smoothing"] = recipe.label_smoothing
-        history = _history(out / "log.jsonl", "preference")
-        if history:
-            report.heldout = {"before": history[0], "after": history[-1]}
-        if run.new_ids:
-            report.new_tokens = len(run.new_ids)
-        plot = plot_curves(out / "log.jsonl", out / "curves.png", f"yunshan pref ({recipe.method}): {out.name}")
-        report.write(out)  # last: a data report says the final outputs are complete (yunshan.training.resume)
-        summary.update({"data_report": report, "curves": str(plot), "heldout": report.heldout,
-                        "bpc": _history(out / "log.jsonl", "bpc") or None, "seconds": time.time() - started})
-        print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
-              flush=True)
+    with final_save(out):  # a full disk: one line, not a SafetensorError traceback
+        final = final_model(trainer)  # every process takes part in gathering a sharded model
+        if run.rank_zero:
+            report = run.data.report
+            if recipe.lora.enabled:
+                final.save_pretrained(out / "adapter")
+                final = final.merge_and_unload()
+            final.config.use_cache = True
+            stop_ids = sorted({run.tokenizer.eos_token_id, *(report.end_of_turn_ids or [])})
+            final.generation_config.eos_token_id = stop_ids if len(stop_ids) > 1 else stop_ids[0]
+            final.generation_config.pad_token_id = run.tokenizer.pad_token_id
+            final.save_pretrained(out)
+            run.tokenizer.save_pretrained(out)
+            report.steps = trainer.state.global_step
+            report.precision = {"value": run.precision, "reason": run.precision_reason}
+            report.engine = engine.to_dict()
+            report.resumes = run.plan.resumes or None
+            report.method = {"name": recipe.method, "loss_type": recipe.resolved_loss_type(), "beta": recipe.beta,
+                             "reference": run.reference, "trainer": trl_classes(recipe.method)[0].__name__,
+                             "trl": _trl_version()}
+            if recipe.method == "simpo":
+                report.method["simpo_gamma"] = recipe.simpo_gamma
+            if recipe.label_smoothing:
+                report.method["label_smoothing"] = recipe.label_smoothing
+            history = _history(out / "log.jsonl", "preference")
+            if history:
+                report.heldout = {"before": history[0], "after": history[-1]}
+            if run.new_ids:
+                report.new_tokens = len(run.new_ids)
+            plot = plot_curves(out / "log.jsonl", out / "curves.png",
+                               f"yunshan pref ({recipe.method}): {out.name}")
+            report.write(out)
+            # Last: the marker that the folder holds this run's finished outputs (yunshan.training.resume).
+            FinalOutputs.of(out, "preference", trainer.state.global_step).write(out)
+            summary.update({"data_report": report, "curves": str(plot), "heldout": report.heldout,
+                            "bpc": _history(out / "log.jsonl", "bpc") or None, "seconds": time.time() - started})
+            print(f"saved the model, tokenizer, recipe.yaml, data_report.json, log.jsonl and curves.png to {out}",
+                  flush=True)
     trainer.accelerator.wait_for_everyone()
     return summary
 
