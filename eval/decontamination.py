@@ -11,15 +11,16 @@ It lives beside the evaluation-set readers it compares against (items.py reads e
 yunshan eval does; tasks.py and texts.py resolve the task names and held-out texts), as lm-evaluation-harness keeps
 its `decontamination/` and datatrove its `decont/`. The windows, the index, the streaming pass and the shares are
 the data layer's (yunshan/data/ngrams.py, yunshan/data/decontamination.py, whose docstring has the method); the
-training sources are read exactly as yunshan cpt and sft read them (yunshan/data/sources.py, conversations.py).
+training sources are read exactly as yunshan cpt, sft and pref read them (yunshan/data/sources.py, conversations.py,
+preference.py).
 
 It writes into `out`: decontamination.json (yunshan.artifacts.DecontaminationReport: every evaluation set and
 subtask by category, the boilerplate left out, per training source the records overlapping and listed),
 items.jsonl (every evaluation item the training data holds any of: its share, category, the record holding most of
 it), hits.jsonl (every training record and evaluation item sharing a window that is not boilerplate, file:line of
-both), contaminated.jsonl (the records holding at least `record_share` of an item: what `data.exclude` of cpt and
-sft leaves out) and, with --drop, clean/ (the inputs without them). `out` may not hold or lie inside anything the
-run reads, and a stop (an error, Ctrl-C, SIGTERM) leaves no partial file. `render_decontamination` is the summary
+both), contaminated.jsonl (the records holding at least `record_share` of an item: what `data.exclude` of cpt,
+sft and pref leaves out) and, with --drop, clean/ (the inputs without them). `out` may not hold or lie inside
+anything the run reads, and a stop (an error, Ctrl-C, SIGTERM) leaves no partial file. `render_decontamination` is the summary
 the command and the pipeline stage print.
 """
 
@@ -38,10 +39,12 @@ from yunshan.field_rules import check_fields
 @dataclass
 class DecontaminateArgs:
     """Arguments of `yunshan data decontaminate`, and the `decontamination` section of a `yunshan run` recipe (there
-    the training data is the cpt and sft sources, and the evaluation sets default to the eval section's)."""
+    the training data is the cpt, sft and preference sources, and the evaluation sets default to the eval
+    section's)."""
 
     inputs: list[str] = field(default_factory=list, metadata={"path": True,
-        "help": "training files, folders or globs, read as --format says (in yunshan run: the cpt and sft sources)"})
+        "help": "training files, folders or globs, read as --format says (in yunshan run: the cpt, sft and "
+                "preference sources)"})
     format: str = field(default="text", metadata={
         "help": "how the inputs are read: text (a corpus, as yunshan cpt reads it: the --text-field of each record, "
                 "a .txt paragraph) or an SFT format (alpaca, messages, sharegpt, ceval, jecqa: every turn)"})
@@ -82,8 +85,9 @@ class DecontaminateArgs:
         "help": "fail when an evaluation set or held-out text has no item to check (empty, or every item shorter "
                 "than a window), instead of saying so in the report"})
     drop: bool = field(default=False, metadata={
-        "help": "leave the contaminated records out: in yunshan run the cpt and sft stages skip them (counted in "
-                "their data reports and the model card); here, also write the inputs without them to OUT/clean/"})
+        "help": "leave the contaminated records out: in yunshan run the cpt, sft and preference stages skip them "
+                "(counted in their data reports and the model card); here, also write the inputs without them to "
+                "OUT/clean/"})
     on_bad_record: str = field(default="fail", metadata={
         "help": "an unreadable training record: fail (stop with file, line and field) or skip (count)"})
     show: int = field(default=10, metadata={"range": ">= 0",
@@ -231,29 +235,31 @@ def _source_paths(source) -> list[str]:
 
 
 def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None, sft_sources: list | None = None,
-                        clean: bool = False, progress: bool = True):
+                        clean: bool = False, progress: bool = True, pref_sources: list | None = None,
+                        pref_seed: int = 0):
     """Compare training records with every item of the evaluation sets and write into args.out (module docstring).
-    The training data is `cpt_sources` and `sft_sources` (yunshan run), else args.inputs; `clean` writes
-    OUT/clean/SOURCE.jsonl. Returns (report, the first args.show dirty items)."""
+    The training data is `cpt_sources`, `sft_sources` and `pref_sources` (yunshan run; preference pairs made with
+    the preference stage's data.seed `pref_seed`), else args.inputs; `clean` writes OUT/clean/KIND_SOURCE.jsonl.
+    Returns (report, the first args.show dirty items)."""
     import shutil
     import time
 
     from tqdm.auto import tqdm
 
     from yunshan.artifacts import BoilerplateCheck, DecontaminationReport, SourceCheck
-    from yunshan.data.decontamination import NgramIndex, Scan, category, conversation_texts, corpus_texts, \
-        record_digest
+    from yunshan.data.decontamination import NgramIndex, Scan, category, record_digest
     from yunshan.data.writers import JsonlWriter
 
     started = time.time()
     if cpt_sources is None and sft_sources is None:
         cpt_sources, sft_sources = input_sources(args)
-    sources = [("cpt", s) for s in cpt_sources or []] + [("sft", s) for s in sft_sources or []]
+    sources = ([("cpt", s) for s in cpt_sources or []] + [("sft", s) for s in sft_sources or []]
+               + [("preference", s) for s in pref_sources or []])
     if not sources:
         raise ValueError("no training sources to check")
     names = [f"{kind}:{s.name}" for kind, s in sources]
     if len(set(names)) != len(names):
-        raise ValueError(f"training source names must be unique within cpt and within sft: {names}")
+        raise ValueError(f"training source names must be unique within cpt, sft and preference: {names}")
     sets, not_checked = eval_sets(args)
     check_out(args.out, [p for _, s in sources for p in _source_paths(s)] + [path for _, path, _ in sets])
     nothing = []
@@ -290,8 +296,7 @@ def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None
             scan = Scan(index, workdir, args.boilerplate_train, args.boilerplate_eval)
             for (kind, source), name in zip(sources, names):
                 check = report.sources[name] = SourceCheck(kind=kind)
-                read = corpus_texts if kind == "cpt" else conversation_texts
-                texts = read(source, args.on_bad_record, check.bad)
+                texts = _reader(kind, pref_seed)(source, args.on_bad_record, check.bad)
                 bar = tqdm(desc=f"decontaminate {name}", unit=" records", disable=not progress, mininterval=1)
 
                 def describe(record, name=name):
@@ -334,7 +339,7 @@ def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None
                 w.close()
             writers.clear()
             if clean:
-                _write_clean(out, sources, args, listed_digests, writers, JsonlWriter)
+                _write_clean(out, sources, args, listed_digests, writers, JsonlWriter, pref_seed)
     except BaseException:
         for w in writers:
             w.close(keep=False)
@@ -394,15 +399,26 @@ def _item_lines(args, index, result, sets, report, items_file, category) -> list
     return shown
 
 
-def _write_clean(out, sources, args, listed_digests, writers, JsonlWriter) -> None:
-    """OUT/clean/KIND_SOURCE.jsonl: each source read again, without the records on the contamination list."""
-    from yunshan.data.decontamination import conversation_texts, corpus_texts, record_digest
+def _reader(kind: str, pref_seed: int = 0):
+    """How a source of a training stage is read: as `yunshan cpt`, `sft` or `pref` reads it."""
+    import functools
+
+    from yunshan.data.decontamination import conversation_texts, corpus_texts, preference_texts
+
+    if kind == "preference":
+        return functools.partial(preference_texts, seed=pref_seed)
+    return corpus_texts if kind == "cpt" else conversation_texts
+
+
+def _write_clean(out, sources, args, listed_digests, writers, JsonlWriter, pref_seed: int = 0) -> None:
+    """OUT/clean/KIND_SOURCE.jsonl: each source read again, without the records on the contamination list (a
+    preference source as its pairs or unpaired samples in TRL's layout)."""
+    from yunshan.data.decontamination import record_digest
 
     for kind, source in sources:
         writer = JsonlWriter(str(out / "clean" / f"{kind}_{source.name}.jsonl"))
         writers.append(writer)
-        read = corpus_texts if kind == "cpt" else conversation_texts
-        for record in read(source, args.on_bad_record, {}):
+        for record in _reader(kind, pref_seed)(source, args.on_bad_record, {}):
             if record_digest(record.tag["content"]) not in listed_digests:
                 writer.write(record.tag["record"])
     for w in writers:

@@ -18,10 +18,11 @@ from yunshan.recipe import RecipeError, load_recipe
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def planted(tmp: Path) -> tuple[str, str]:
-    """The sample finance corpus and general SFT set, each with one record that copies an evaluation text: a held-out
-    finance document inside a corpus document, a FinEval-format question with its options inside an instruction (the
-    bundled samples share no text with their evaluation sets, so the decontamination has these two to find)."""
+def planted(tmp: Path) -> tuple[str, str, str]:
+    """The sample finance corpus, general SFT set and legal preference pairs, each with one record that copies an
+    evaluation text: a held-out finance document inside a corpus document, a FinEval-format question with its options
+    inside an instruction, another inside a preference prompt (the bundled samples share no text with their
+    evaluation sets, so the decontamination has these three to find)."""
     import csv
 
     from yunshan.samples import sample_data_dir
@@ -33,14 +34,21 @@ def planted(tmp: Path) -> tuple[str, str]:
     corpus.write_text(json.dumps({"text": "转载：" + heldout}, ensure_ascii=False) + "\n"
                       + (data / "corpora" / "finance" / "train.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
     with open(sorted((data / "eval" / "fineval" / "val").glob("*.csv"))[0], encoding="utf-8") as f:
-        row = next(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        row, second = next(reader), next(reader)
     question = "；".join([row["question"], row["A"], row["B"], row["C"], row["D"]])
     sft = tmp / "general_planted.jsonl"
     lines = (data / "sft" / "general_alpaca.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     lines.insert(5, json.dumps({"instruction": "请回答：" + question, "input": "", "output": row["answer"]},
                                ensure_ascii=False) + "\n")
     sft.write_text("".join(lines), encoding="utf-8")
-    return str(corpus), str(sft)
+    pairs = tmp / "legal_pairs_planted.jsonl"
+    lines = (data / "preference" / "legal_pairs.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    copied = "；".join([second["question"], second["A"], second["B"], second["C"], second["D"]])
+    lines.insert(3, json.dumps({"prompt": "请选择：" + copied, "chosen": f"答案是{second['answer']}。",
+                                "rejected": "答案是E。"}, ensure_ascii=False) + "\n")
+    pairs.write_text("".join(lines), encoding="utf-8")
+    return str(corpus), str(sft), str(pairs)
 
 
 def own_sets(tmp: Path) -> tuple[str, str]:
@@ -60,7 +68,7 @@ def own_sets(tmp: Path) -> tuple[str, str]:
 
 def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     s = "${samples}"
-    finance, general_sft = planted(tmp / "planted")
+    finance, general_sft, legal_pairs = planted(tmp / "planted")
     mc, qa = own_sets(tmp / "own")
     return {
         "name": "tiny-test",
@@ -98,7 +106,7 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                              "logging_steps": 2}},
         # DPO on LoRA after SFT, on the bundled legal pairs (the reference: the adapter-disabled SFT model)
         "preference": {"data": {"max_length": 512, "sources": [
-                           {"name": "legal_pairs", "path": f"{s}/preference/legal_pairs.jsonl", "format": "pairs",
+                           {"name": "legal_pairs", "path": legal_pairs, "format": "pairs",
                             "max_samples": 16, "heldout": 6}]},
                        "training": {"max_steps": 3, "per_device_batch_size": 4, "learning_rate": 1e-3,
                                     "save_steps": 1000, "logging_steps": 1},
@@ -191,12 +199,16 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     assert re.search(r"\| qa exact match % \| [\d.]+ \|", report)
     listed = [json.loads(line) for line in (out / "03_decontamination/contaminated.jsonl").read_text().splitlines()]
     assert len(listed) == decont["contaminated"]
-    by_source = {name: sum(e["source"] == name for e in listed) for name in ("cpt:finance", "sft:general")}
+    by_source = {name: sum(e["source"] == name for e in listed)
+                 for name in ("cpt:finance", "sft:general", "preference:legal_pairs")}
     cpt_report = json.loads((out / "04_cpt/data_report.json").read_text())
     sft_report = json.loads((out / "05_sft/data_report.json").read_text())
     # The finance file is smaller than one block: read once, every listed record of it skipped exactly once.
     assert cpt_report["sources"]["finance"]["dropped"]["contaminated"] == by_source["cpt:finance"] > 0
     assert sft_report["sources"]["general"]["dropped"]["contaminated"] == by_source["sft:general"] > 0
+    pref_report = json.loads((out / "06_preference/data_report.json").read_text())
+    assert pref_report["sources"]["legal_pairs"]["dropped"]["contaminated"] == by_source["preference:legal_pairs"] > 0
+    assert run_json.stage("preference").summary["contaminated_dropped"] == by_source["preference:legal_pairs"]
     assert cpt_report["exclude"]["records"] == len({e["digest"] for e in listed})
     assert "## Decontamination (13 words or 25 CJK characters a window" in report and "| cpt:finance |" in report
     # report.html: the same report as one page, every section, table cell and figure of report.md on it.

@@ -233,11 +233,12 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
         if a.inputs:
             raise ValueError("give TRAIN files or --config RECIPE.yaml, not both")
         from yunshan.pipeline import PipelineRecipe
-        from yunshan.pipeline.stages import decontamination_plan
+        from yunshan.pipeline.stages import decontamination_plan, preference_sources
         from yunshan.recipe import load_recipe
 
         recipe = load_recipe(PipelineRecipe, args.config)
         a, cpt_sources, sft_sources = decontamination_plan(recipe, a)
+        pref_sources, pref_seed = preference_sources(recipe)
     else:
         cpt_sources = sft_sources = None
     from yunshan.folder_lock import folder_lock
@@ -246,7 +247,8 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
     # A second decontamination writing the same --out stops here, before anything is read or written.
     with folder_lock(check_output_folder(a.out, "--out"), "--out"):
         if args.config:
-            report, shown = run_decontamination(a, cpt_sources, sft_sources)
+            report, shown = run_decontamination(a, cpt_sources, sft_sources, pref_sources=pref_sources,
+                                                pref_seed=pref_seed)
         else:
             report, shown = run_decontamination(a, clean=a.drop)
     print(render_decontamination(report, shown, a.out))

@@ -356,6 +356,44 @@ def test_drop_writes_clean_copies_and_training_leaves_the_listed_samples_out(tmp
     assert [s.messages for s in kept] == [samples[1]["messages"]] and counts == {"contaminated": 1}
 
 
+def test_preference_sources_are_checked_as_pref_reads_them_and_their_listed_pairs_left_out(tmp_path, eval_sets):
+    """A preference source (yunshan run's preference stage) is read as yunshan pref reads it: a scored record's pairs
+    each on their own, so the pair whose rejected answer copies an evaluation question is listed and the other pair
+    of the same record is not; --drop's clean copy is the kept pairs in TRL's layout, and yunshan pref's reader with
+    the list leaves exactly the listed pair out."""
+    from yunshan.data.preference import PrefSourceArgs, read_preference_source
+    from yunshan.eval.decontamination import DecontaminateArgs, run_decontamination
+
+    scored = tmp_path / "scored.jsonl"
+    records = [{"instruction": "会计科目怎么分？", "completions": [
+                   {"response": "按经济内容分类，应收账款属于资产类。", "overall_score": 9},
+                   {"response": "记住这道题：" + QUESTION, "overall_score": 1},
+                   {"response": "不清楚。", "overall_score": 4}]},
+               {"instruction": "你好", "completions": [{"response": "你好！", "overall_score": 8},
+                                                      {"response": "嗯。", "overall_score": 2}]}]
+    scored.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    source = PrefSourceArgs(name="scored", path=str(scored), format="ultrafeedback", pairing="all_pairs")
+    out = tmp_path / "out"
+    report, _ = run_decontamination(DecontaminateArgs(tasks=[f"fineval={eval_sets / 'fineval'}"], out=str(out)),
+                                    [], [], clean=True, progress=False, pref_sources=[source])
+    check = report.sources["preference:scored"]
+    assert check.kind == "preference" and check.records == 4  # 3 pairs of the first record, 1 of the second
+    listed = [json.loads(line) for line in (out / "contaminated.jsonl").read_text().splitlines()]
+    assert [e["location"] for e in listed] == [f"{scored}:1", f"{scored}:1"]  # the two pairs holding the question
+    clean = [json.loads(line) for line in (out / "clean" / "preference_scored.jsonl").read_text().splitlines()]
+    assert [(c["chosen"][0]["content"], c["rejected"][0]["content"]) for c in clean] == [
+        ("按经济内容分类，应收账款属于资产类。", "不清楚。"), ("你好！", "嗯。")]
+    counts = {}
+    kept = read_preference_source(source, "fail", counts, exclude=Exclusions.load(str(out / "contaminated.jsonl")))
+    assert [(p.chosen, p.rejected) for r in kept for p in r] == [(c["chosen"][0]["content"], c["rejected"][0]["content"])
+                                                                for c in clean]
+    assert counts == {"contaminated": 2}
+    # the clean copy reads back as format pairs
+    again = read_preference_source(PrefSourceArgs(name="c", path=str(out / "clean" / "preference_scored.jsonl"),
+                                                  format="pairs"), "fail", {})
+    assert len(again) == 2
+
+
 def test_the_real_laws_corpus_against_real_lawbench_separates_recited_statutes_from_boilerplate(tmp_path):
     """Task 1-1 asks to recite articles of law: its answers are in the laws corpus, so most of its items are dirty
     or partial. Task 3-1 (articles from case facts) shares only boilerplate with the laws: every item clean, while

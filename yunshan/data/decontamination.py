@@ -594,6 +594,31 @@ def corpus_texts(source, on_bad_record: str, counts: dict) -> Iterator[Text]:
                                                     "record": record.meta})
 
 
+def preference_texts(source, on_bad_record: str, counts: dict, seed: int = 0) -> Iterator[Text]:
+    """The items of a preference source (yunshan.data.preference.PrefSourceArgs) as `yunshan pref` reads them: every
+    pair (a scored record gives the pairs its rule makes with the stage's data.seed) or unpaired sample, one field per
+    turn (prompt, chosen and rejected answer); tag {"source", "content": the item's turns, whose digest data.exclude
+    matches, "record": the item in TRL's layout, format pairs or kto}."""
+    from .preference import Pair, preference_records
+    from .records import BadRecord, fail_or_count
+
+    for location, items in preference_records(source, seed):
+        if isinstance(items, BadRecord):
+            fail_or_count(items, on_bad_record, counts, context=f"preference source {source.name!r}: ", key="bad:{}",
+                          fix="Fix the record, or pass --on-bad-record skip to count bad records.")
+            continue
+        for item in items:
+            turns = item.content()
+            if isinstance(item, Pair):
+                record = {"prompt": item.prompt, "chosen": [{"role": "assistant", "content": item.chosen}],
+                          "rejected": [{"role": "assistant", "content": item.rejected}]}
+            else:
+                record = {"prompt": item.prompt, "completion": [{"role": "assistant", "content": item.completion}],
+                          "label": item.label}
+            yield Text(location, [t["content"] for t in turns], {"source": source.name, "content": turns,
+                                                                 "record": record})
+
+
 def conversation_texts(source, on_bad_record: str, counts: dict) -> Iterator[Text]:
     """The samples of an instruction source (yunshan.data.conversations.SftSourceArgs) as SFT reads them: one field
     per turn; tag {"source", "content": the turns, "record": {"messages": turns}}."""

@@ -71,7 +71,7 @@ class PipelineRecipe:
     eval: EvalArgs | None = field(default=None, metadata={
         "help": "evaluation before (base model) and after (trained models): yunshan eval"})
     decontamination: DecontaminateArgs | None = field(default=None, metadata={
-        "help": "n-gram overlap of the cpt and sft sources with the evaluation sets (drop: true leaves the "
+        "help": "n-gram overlap of the cpt, sft and preference sources with the evaluation sets (drop: true leaves the "
                 "contaminated records out of training): yunshan data decontaminate"})
     cpt: CptArgs | None = field(default=None, metadata={"help": "continual pretraining: yunshan cpt"})
     sft: SftArgs | None = field(default=None, metadata={"help": "mixed SFT: yunshan sft"})
@@ -298,6 +298,7 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
 
 
 def run_preference_stage(layout: RunLayout, p: PrefArgs) -> dict:
+    from yunshan.training.checkpoints import remove_checkpoints
     from yunshan.training.preference import run_pref
 
     out = layout.folder("preference")
@@ -308,20 +309,23 @@ def run_preference_stage(layout: RunLayout, p: PrefArgs) -> dict:
     tokenizer = layout.tokenizer_args(model if previous else layout.tokenizer_dir(), base=model if previous else None)
     summary = run_pref(dataclasses.replace(
         p, model=layout.trained_model(model), tokenizer=tokenizer,
+        data=dataclasses.replace(p.data, exclude=layout.contamination_list()),
         training=dataclasses.replace(p.training, output_dir=str(out),
                                      run_name=_run_name(layout, p.training, "preference"))))
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    remove_checkpoints(out)
     report = summary["data_report"]
     return {"train_loss": summary["train_loss"], "steps": summary["steps"], "samples": report.samples,
             "precision": report.precision, "method": report.method, "heldout_pairs": report.heldout_pairs,
             "heldout": report.heldout, "bpc": summary.get("bpc"),
-            "samples_by_source": {n: v.samples for n, v in report.sources.items()}}
+            "samples_by_source": {n: v.samples for n, v in report.sources.items()},
+            "contaminated_dropped": sum(v.dropped.get("contaminated", 0) for v in report.sources.values())}
 
 
 def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[DecontaminateArgs, list, list]:
     """The decontamination settings with the evaluation sets resolved (its own, else the eval section's tasks and
     held-out texts plus the cpt monitor's held-out files) and the training sources it reads (every cpt and sft
-    source). `yunshan data decontaminate --config RECIPE` uses the same plan."""
+    source; the preference sources: preference_sources). `yunshan data decontaminate --config RECIPE` uses the same
+    plan."""
     from yunshan.eval.texts import default_texts
 
     e = recipe.eval
@@ -346,15 +350,24 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
     return plan, cpt_sources, sft_sources
 
 
+def preference_sources(recipe: PipelineRecipe) -> tuple[list, int]:
+    """The preference stage's sources and its data.seed (a scored record's pairs depend on it), which the
+    decontamination reads as `yunshan pref` does."""
+    p = recipe.preference
+    return (list(p.data.sources), p.data.seed) if p is not None else ([], 0)
+
+
 def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     from yunshan.eval.decontamination import render_decontamination
     from yunshan.eval.decontamination import run_decontamination as check
     from yunshan.folder_lock import folder_lock
 
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
+    pref_sources, pref_seed = preference_sources(layout.recipe)
     out = layout.folder("decontamination")
     with folder_lock(out, "decontamination"):
-        report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources)
+        report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources,
+                              pref_sources=pref_sources, pref_seed=pref_seed)
     print(render_decontamination(report, shown, out), flush=True)
     return {"n": report.n, "cjk_n": report.cjk_n, "records": report.records, "overlapping": report.overlapping,
             "contaminated": report.contaminated, "hits": report.hits, "drop": report.drop,
@@ -376,10 +389,14 @@ def _after_decontamination(*names: str) -> Callable[[PipelineRecipe], tuple[str,
 def _decontamination_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
     """What the decontamination reads outside its section: the training sources and the evaluation sets."""
     plan, cpt_sources, sft_sources = decontamination_plan(recipe, recipe.decontamination)
+    pref_sources, pref_seed = preference_sources(recipe)
     settings = {"cpt": [dataclasses.asdict(s) for s in cpt_sources], "sft": [dataclasses.asdict(s) for s in sft_sources],
                 "tasks": plan.tasks, "heldout": plan.heldout, "data_dir": plan.data_dir,
                 "include_path": plan.include_path}
-    paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _labelled_paths(plan.tasks) + _labelled_paths(
+    if pref_sources:  # only then: a recipe without a preference stage keeps the settings (and the stage's hash)
+        settings["preference"] = {"sources": [dataclasses.asdict(s) for s in pref_sources], "seed": pref_seed}
+    paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _source_paths(pref_sources) + _labelled_paths(
+        plan.tasks) + _labelled_paths(
         plan.heldout) + _lm_eval_yamls(plan.tasks) + list(plan.include_path) + ([plan.data_dir] if plan.data_dir
                                                                                  else [])
     return settings, paths
