@@ -153,6 +153,11 @@ def inputs(tmp_path_factory):
     (root / "cpt.yaml").write_text(yaml.safe_dump(recipe))
     sft = {"model": {"name_or_path": str(root / "model")}, "training": {"output_dir": str(root / "sft")}}
     (root / "sft.yaml").write_text(yaml.safe_dump(sft))
+    pairs = root / "pairs.jsonl"
+    pairs.write_text('{"prompt": "a", "chosen": "b", "rejected": "c"}\n')
+    pref = {"model": {"name_or_path": str(root / "model")}, "training": {"output_dir": str(root / "pref")},
+            "data": {"sources": [{"name": "p", "path": str(pairs), "format": "pairs"}]}}
+    (root / "pref.yaml").write_text(yaml.safe_dump(pref))
     (root / "model.gguf").write_bytes(b"GGUF")
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -170,6 +175,7 @@ def test_every_command_that_writes_a_folder_stops_in_one_line_before_touching_it
     commands = {
         "cpt": ["cpt", "--config", str(root / "cpt.yaml"), f"training.output_dir={out}"],
         "sft": ["sft", "--config", str(root / "sft.yaml"), f"training.output_dir={out}"],
+        "pref": ["pref", "--config", str(root / "pref.yaml"), f"training.output_dir={out}"],
         "run": ["run", "recipes/demo_tiny.yaml", f"output_dir={out}"],
         "eval": ["eval", "--model", str(root / "tok"), "--tasks", "compression", "--out", str(out)],
         "export": ["export", str(root / "model"), "--out", str(out)],
