@@ -52,7 +52,8 @@ def family(request, tmp_path_factory):
     extend_tokenizer(ExtendArgs(base=str(instruct), corpus=[str(files["long"]), str(files["mid"])], new_tokens=30,
                                 out=str(root / "tok_ext")), log=lambda *_: None)
     cpt = _noisy(instruct, root / "cpt", 0.02, 2, tokenizer_from=root / "tok_ext")
-    return {"base": root / "base", "instruct": instruct, "cpt": cpt, "tied": request.param, "n": len(tokenizer)}
+    return {"base": root / "base", "instruct": instruct, "cpt": cpt, "tied": request.param, "n": len(tokenizer),
+            "corpora": [files["long"], files["mid"]]}
 
 
 def _weights(folder) -> dict[str, torch.Tensor]:
@@ -212,6 +213,61 @@ def test_the_command_line_merges_and_the_result_loads_and_runs(family, tmp_path,
                  "--weight", "1.0"]) == 0
 
 
+def test_the_refit_trains_only_the_new_rows_and_fits_them_to_the_merged_body(family, tmp_path):
+    """--refit-new-rows N: after the merge, N steps train the rows of the tokens only MODEL has (input and output)
+    with every other weight frozen: every other tensor and every shared row is the plain merge's bit for bit, the
+    new rows moved, the loss of the refit's own batches fell, and a tied model stays tied."""
+    import shutil
+
+    import yaml
+    from transformers import AutoModelForCausalLM
+
+    refit = {"refit_new_rows": 4, "refit_data": [str(p) for p in family["corpora"]], "refit_seq_len": 32,
+             "refit_batch_size": 2, "refit_learning_rate": 1e-2}
+    plain, _ = _merge(family, tmp_path / "plain", "linear", weight=0.5)
+    out, report = _merge(family, tmp_path / "refit", "linear", weight=0.5, **refit)
+    n, a, b = family["n"], _weights(plain), _weights(out)
+    # The batches the refit trained on (the same stream, read again).
+    from yunshan.models.merge import _refit_batches
+
+    first, rest, _ = _refit_batches(MergeArgs(model=str(family["cpt"]), instruct=str(family["instruct"]),
+                                              out=str(tmp_path / "unused"), **refit), family["cpt"], list(range(n, 10**6)))
+    batches = [first] + [next(rest) for _ in range(3)]
+    seen = torch.zeros(b[EMBED].shape[0], dtype=torch.bool)
+    seen[torch.cat(batches)[:, :-1].flatten()] = True  # the last position has no target: no gradient
+    assert a.keys() == b.keys()
+    for key in a:
+        if key in (EMBED, HEAD):
+            assert torch.equal(a[key][:n], b[key][:n]), key
+            moved = (a[key][n:] != b[key][n:]).any(1)
+            # Every output row has a gradient (the softmax); an untied input row only where its token occurred.
+            expected = seen[n:] if key == EMBED and not family["tied"] else torch.ones_like(moved)
+            assert torch.equal(moved, expected), key
+        else:
+            assert torch.equal(a[key], b[key]), key
+    _check_vocabulary_and_tying(family, out, _weights(family["cpt"]), a, report)
+    assert (out / "config.json").read_text() == (plain / "config.json").read_text()
+    assert {p.name for p in out.iterdir()} == {p.name for p in plain.iterdir()}
+    assert set(report["files"]) == {p.name for p in out.iterdir()}
+    assert report["refit_new_rows"]["steps"] == 4 and report["refit_new_rows"]["rows"] == b[EMBED].shape[0] - n
+    # The refit's batches, scored by the plain merge and by the refitted one.
+    with torch.no_grad():
+        losses = [sum(AutoModelForCausalLM.from_pretrained(folder)(input_ids=x, labels=x).loss.item()
+                      for x in batches) for folder in (plain, out)]
+    assert losses[1] < losses[0] - 0.01, losses
+
+    # Without --refit-data the corpora of MODEL's recipe.yaml (the cpt stage's resolved recipe) are used.
+    cpt = tmp_path / "cpt_with_recipe"
+    shutil.copytree(family["cpt"], cpt)
+    (cpt / "recipe.yaml").write_text(yaml.safe_dump({"data": {"seq_len": 2048, "sources": [
+        {"name": "long", "path": refit["refit_data"][0]}, {"name": "mid", "path": refit["refit_data"][1]}]}}))
+    again = tmp_path / "from_recipe"
+    merge_models(MergeArgs(model=str(cpt), instruct=str(family["instruct"]), out=str(again), method="linear",
+                           weight=0.5, **{**refit, "refit_data": []}), log=lambda *_: None)
+    assert all(torch.equal(v, _weights(again)[k]) for k, v in b.items())
+    assert json.loads((again / "yunshan_merge.json").read_text())["refit_new_rows"]["data"] == str(cpt / "recipe.yaml")
+
+
 def _error(capsys, argv) -> str:
     from yunshan.cli import main
 
@@ -247,6 +303,12 @@ def test_bad_inputs_are_one_line_errors(family, tmp_path, capsys):
     assert "--density: must be in (0, 1], got 0.0" in _error(capsys, [cpt, inst, out, "--method", "ties",
                                                                       "--density", "0"])
     assert "is the MODEL folder" in _error(capsys, [cpt, inst, cpt])
+    assert "--refit-new-rows needs --refit-data: MODEL" in _error(capsys, [cpt, inst, out, "--refit-new-rows", "2"])
+    missing = str(tmp_path / "missing.jsonl")
+    assert "missing.jsonl" in _error(capsys, [cpt, inst, out, "--refit-new-rows", "2", "--refit-data", missing])
+    assert "there are no new rows" in _error(capsys, [inst, str(family["base"]), out, "--refit-new-rows", "2",
+                                                      "--refit-data", str(family["corpora"][0])])
+    assert "--refit-new-rows: must be >= 0" in _error(capsys, [cpt, inst, out, "--refit-new-rows", "-1"])
     assert not (tmp_path / "out").exists()
 
 

@@ -3,6 +3,7 @@
     yunshan model merge runs/x/cpt models/smollm2-135m out/merged --method linear --weight 0.5
     yunshan model merge CPT INSTRUCT OUT --method chat-vector --base BASE --weight 1.0
     yunshan model merge CPT INSTRUCT OUT --method ties --weight 0.5 --density 0.5
+    yunshan model merge CPT INSTRUCT OUT --weight 0.5 --refit-new-rows 10     # then refit the new rows (below)
 
 Continual pretraining of an instruct checkpoint erodes its chat behaviour; the usual repair is a merge with the
 instruct model. MODEL is the continually pretrained model (its tokenizer and vocabulary are the output's), INSTRUCT
@@ -24,6 +25,15 @@ a shared token's rows are merged like every other weight; a token only INSTRUCT 
 the report). A tied model stays tied: the output head is the embedding matrix, written once. `yunshan_merge.json`
 beside the weights records the method, the formula, the inputs and the token counts.
 
+The new rows were trained together with MODEL's body; once the merge moves the body back toward INSTRUCT they no
+longer fit it (README, "Merging back": on SmolLM2 every plain merge lost domain gain and chat-format bits/char alike).
+`--refit-new-rows N` repairs that: after the merge, N optimizer steps (`--refit-batch-size` sequences of
+`--refit-seq-len` tokens, Adam at `--refit-learning-rate`, the embedding warm-up's 1e-3) train only those rows, input
+embeddings and output head (one matrix when tied), every other weight frozen and every shared row's gradient zeroed,
+on `--refit-data` or, by default, the continual pretraining's own mixture (the sources of MODEL's recipe.yaml, which
+`yunshan cpt` writes beside its weights). The body and the shared rows stay exactly the merge's; the report records
+the steps, the losses and the data (yunshan.training.embedding_warmup.train_new_rows).
+
 Built on mergekit (Arcee AI, LGPL-3.0, PyPI `mergekit`): its pins (torch >= 2.0, transformers >= 5.0 < 6, peft >=
 0.18, accelerate, safetensors) hold with yunshan's, and its tokenizer handling does the vocabulary rule above (a
 token present in one model takes that model's row; `tokenizer.source` = MODEL keeps MODEL's merges, so the new
@@ -34,6 +44,7 @@ output, the chat template, the report, and the atomic write (the folder appears 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -82,6 +93,16 @@ class MergeArgs:
     dtype: str = field(default="float32", metadata={"help": "dtype of the merge and of the written weights"})
     overwrite: bool = field(default=False, metadata={
         "help": "replace OUT if an earlier merge wrote it (its yunshan_merge.json lists its files)"})
+    refit_new_rows: int = field(default=0, metadata={"range": ">= 0",
+        "help": "after the merge, train only the rows of the tokens only MODEL has (input and output) for this many "
+                "steps, every other weight frozen, so that they fit the merged body (0: off)"})
+    refit_data: list[str] = field(default_factory=list, metadata={"path": True,
+        "help": "corpus files of the refit, mixed in equal token shares (default: the sources of MODEL's "
+                "recipe.yaml, the continual pretraining's own mixture)"})
+    refit_batch_size: int = field(default=4, metadata={"range": ">= 1", "help": "sequences per refit step"})
+    refit_seq_len: int = field(default=512, metadata={"range": ">= 8", "help": "tokens per refit sequence"})
+    refit_learning_rate: float = field(default=1e-3, metadata={"range": "> 0",
+        "help": "Adam learning rate of the refit (the embedding warm-up's default)"})
 
     def __post_init__(self):
         from yunshan.field_rules import check_fields
@@ -222,6 +243,9 @@ def merge_models(args: MergeArgs, log=print) -> dict:
     tokens = {"output": len(model_vocab), "shared": shared, "only_in_model": len(model_vocab) - shared,
               "left_out": {flag: sum(1 for t in v if t not in model_vocab) for flag, v in vocabs.items()
                            if flag != "MODEL"}}
+    new_ids = sorted(i for t, i in model_vocab.items() if not all(t in v for v in others))
+    # The refit's data is read before the merge: a missing corpus is one line now, not after the merge's minutes.
+    refit = _refit_batches(args, folders["MODEL"], new_ids) if args.refit_new_rows else None
     mk_config = build_merge_config(args, folders)
     # Another merge (or any yunshan command) writing OUT stops here in one line (yunshan.folder_lock).
     with folder_lock(out, "OUT"), staged_folder(out) as tmp:
@@ -234,6 +258,7 @@ def merge_models(args: MergeArgs, log=print) -> dict:
         config["dtype"] = args.dtype
         (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         tied = bool(found["MODEL"][1].tie_word_embeddings)
+        refit_report = _refit(tmp, new_ids, refit, args, log) if refit is not None else None
         # The generation config, the chat template and a remote-code architecture's own files (PanGu-π, OTCE).
         for path in [*(model_folder / n for n in ("generation_config.json", "chat_template.jinja",
                                                   "chat_template.json")), *model_folder.glob("*.py")]:
@@ -252,6 +277,7 @@ def merge_models(args: MergeArgs, log=print) -> dict:
             "vocabulary_rule": "rows of tokens only MODEL has are MODEL's; shared tokens' rows are merged; tokens "
                                "MODEL lacks are left out",
             "tied": tied,
+            "refit_new_rows": refit_report,
             "mergekit": _mergekit_version(), "mergekit_config": mk_config,
         }
         weights = sorted(p for p in tmp.glob("*.safetensors"))
@@ -259,9 +285,96 @@ def merge_models(args: MergeArgs, log=print) -> dict:
         report["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), REPORT])
         (tmp / REPORT).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     log(f"wrote {out}: {args.method} ({report['formula']}, w={args.weight}); vocabulary {tokens['output']:,} tokens, "
-        f"{tokens['only_in_model']:,} only in MODEL (taken from it), {tokens['shared']:,} merged"
+        f"{tokens['only_in_model']:,} only in MODEL ("
+        + (f"refitted for {args.refit_new_rows} steps" if refit_report else "taken from it")
+        + f"), {tokens['shared']:,} merged"
         + "".join(f", {n:,} of {flag} left out" for flag, n in tokens["left_out"].items() if n))
     return report
+
+
+def _refit_data(args: MergeArgs, model_folder: Path):
+    """The data section of the refit: --refit-data as sources of equal token weight, else the sources (and data seed)
+    of MODEL's recipe.yaml, the continual pretraining's mixture; either way packed to --refit-seq-len tokens."""
+    from yunshan.data.sources import SourceArgs
+    from yunshan.training.cpt import CptArgs, CptDataArgs
+
+    if args.refit_data:
+        stems = [Path(p).name.split(".")[0] for p in args.refit_data]
+        names = [stem if stems.count(stem) == 1 else f"{stem}{i}" for i, stem in enumerate(stems)]
+        sources = [SourceArgs(name=name, path=p) for name, p in zip(names, args.refit_data)]
+        return CptDataArgs(sources=sources, seq_len=args.refit_seq_len), "--refit-data"
+    recipe_file = model_folder / "recipe.yaml"
+    if not recipe_file.is_file():
+        raise ValueError(f"--refit-new-rows needs --refit-data: MODEL {model_folder} has no recipe.yaml (the corpora "
+                         "the new rows are refitted on: the continual pretraining's, domain and general)")
+    from yunshan.recipe import load_recipe
+
+    try:
+        recipe = load_recipe(CptArgs, recipe_file)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"--refit-new-rows: {recipe_file} is not a cpt stage's recipe ({' '.join(str(err).split())});"
+                         " give --refit-data") from None
+    if not recipe.data.sources:
+        raise ValueError(f"--refit-new-rows: {recipe_file} names no data sources; give --refit-data")
+    return dataclasses.replace(recipe.data, seq_len=args.refit_seq_len), str(recipe_file)
+
+
+def _refit_batches(args: MergeArgs, model_folder: Path, new_ids: list[int]):
+    """(the first batch, an iterator over the next ones, where the data came from): read before the merge."""
+    import types
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from yunshan.training.cpt import build_stream
+
+    if not new_ids:
+        raise ValueError("--refit-new-rows: MODEL has no token that INSTRUCT lacks; there are no new rows to refit")
+    data, origin = _refit_data(args, model_folder)
+    stream = iter(build_stream(types.SimpleNamespace(data=data), AutoTokenizer.from_pretrained(model_folder)))
+
+    def batches():
+        while True:
+            yield torch.stack([next(stream)["input_ids"] for _ in range(args.refit_batch_size)])
+
+    it = batches()
+    return next(it), it, {"data": origin, "sources": [s.name if origin != "--refit-data" else str(s.path)
+                                                      for s in data.sources]}
+
+
+def _refit(folder: Path, new_ids: list[int], refit, args: MergeArgs, log) -> dict:
+    """Train the new rows of the merged model in `folder` (yunshan.training.embedding_warmup.train_new_rows) and
+    write its weights back; MODEL's config.json, already in `folder`, stays."""
+    import itertools
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from yunshan.models import register_architectures
+    from yunshan.precision import choose_precision
+    from yunshan.training.embedding_warmup import train_new_rows
+
+    register_architectures()
+    first, rest, origin = refit
+    config_text = (folder / "config.json").read_text(encoding="utf-8")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    precision, _ = choose_precision("auto")
+    steps = itertools.islice(itertools.chain([first], rest), args.refit_new_rows)
+    # One sequence per forward pass, the step's gradients accumulated: 4 x 512 tokens of SmolLM2-135M at once
+    # peaked above 6 GB resident, one at a time keeps only one sequence's activations.
+    report = train_new_rows(model, new_ids, steps, lr=args.refit_learning_rate, autocast=precision == "bfloat16",
+                            micro_batch_size=1, log=log)
+    before = {p.name for p in folder.iterdir()}
+    for path in [*folder.glob("*.safetensors"), *folder.glob("*.safetensors.index.json")]:
+        path.unlink()
+    model.to(getattr(torch, args.dtype)).save_pretrained(folder)
+    (folder / "config.json").write_text(config_text, encoding="utf-8")
+    for path in folder.iterdir():  # save_pretrained's own generation config: MODEL's is copied in afterwards
+        if path.name not in before and not path.name.endswith(".safetensors") and \
+                not path.name.endswith(".safetensors.index.json"):
+            path.unlink()
+    return {**report, **origin, "batch_size": args.refit_batch_size, "seq_len": args.refit_seq_len,
+            "precision": precision}
 
 
 def _mergekit_version() -> str:

@@ -224,6 +224,64 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     return {"rounds": history, "sequences": len(sequences), "seconds": time.perf_counter() - started}
 
 
+def train_new_rows(model, new_ids: list[int], batches, *, lr: float, autocast: bool = False, micro_batch_size: int = 1,
+                   log=print) -> dict:
+    """Train only the rows of `new_ids`, input embeddings and output head alike (one matrix when tied), with every
+    other weight frozen: the warm-up's second step (module docstring) as a plain loop, for a model that is not being
+    trained any more (`yunshan model merge --refit-new-rows`: the merged body is no longer the one the rows were
+    trained with).
+
+    Args:
+        model: a plain transformers causal LM whose embeddings have rows for `new_ids`.
+        new_ids: ids of the rows that train; the gradient of every other row is zeroed, so Adam leaves them exactly
+            as they were.
+        batches: iterable of LongTensors [batch, length] of the model's tokenizer; one optimizer step each.
+        lr: Adam learning rate (no weight decay: a decayed row would move without a gradient).
+        autocast: forward and backward in bfloat16 autocast (fast on CPUs with AMX / AVX-512 BF16).
+        micro_batch_size: sequences per forward pass, their gradients accumulated into the step (the batch's
+            sequences have one length, so the step's loss is the same mean): the activations of one sequence, not
+            of the batch, are resident (SmolLM2-135M with 4 x 512 tokens at once: above 6 GB).
+    Returns the steps, the mean loss (nats per token) of each step and the seconds.
+    """
+    started = time.perf_counter()
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    matrices = [embed] + ([head.weight] if head is not None and head.weight is not embed else [])
+    keep = torch.zeros(embed.shape[0], 1, dtype=embed.dtype)
+    keep[torch.tensor(sorted(new_ids))] = 1
+    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
+    was_training = model.training
+    hooks = []
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for matrix in matrices:
+        matrix.requires_grad_(True)
+        hooks.append(matrix.register_hook(lambda grad: grad * keep[:grad.shape[0]].to(grad.dtype)))
+    optimizer = torch.optim.Adam(matrices, lr=lr, weight_decay=0.0)
+    model.eval()  # no dropout: the rows fit the model as it will be used
+    losses = []
+    try:
+        for step, ids in enumerate(batches, 1):
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for part in ids.split(micro_batch_size):
+                with torch.autocast(embed.device.type, dtype=torch.bfloat16, enabled=autocast):
+                    loss = model(input_ids=part, labels=part).loss * (len(part) / len(ids))
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            losses.append(total)
+            log(f"new rows, step {step}: loss {losses[-1]:.4f} nats per token")
+    finally:
+        for hook in hooks:
+            hook.remove()
+        for name, param in model.named_parameters():
+            param.requires_grad_(frozen[name])
+        model.train(was_training)
+    return {"steps": len(losses), "losses": losses, "learning_rate": lr, "rows": len(new_ids),
+            "seconds": time.perf_counter() - started}
+
+
 FIT_FILE = "warmup_fit.safetensors"
 
 
