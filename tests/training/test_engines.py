@@ -24,6 +24,7 @@ tests/training/fsdp_cpu_launch.py, which lets accelerate take its FSDP branch on
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -500,6 +501,30 @@ def test_an_fsdp_launch_that_accelerate_turns_into_ddp_stops_with_an_error(world
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode != 0
     assert "yunshan cpt: error: the launch config asks for FSDP but accelerate set up MULTI_CPU" in result.stderr
+    assert not (out / "model.safetensors").exists()
+
+
+@multiprocess
+@distributed
+@pytest.mark.parametrize("variant", [{"use_dora": True}, {"init_lora_weights": "pissa"},
+                                     {"init_lora_weights": "olora"}], ids=["dora", "pissa", "olora"])
+def test_lora_variants_that_read_the_weights_stop_under_zero3_in_one_line(world, tmp_path, variant):
+    """DoRA (its magnitude vector is the norm of each adapted weight) and PiSSA / OLoRA (an SVD / QR of each adapted
+    weight, subtracted from it) read whole weights when PEFT builds the adapter, which ZeRO-3 holds partitioned
+    across the processes then (zero.Init): yunshan.training.models.apply_lora refuses them before the first step,
+    each process with the same one line and no traceback, and nothing is written."""
+    recipe, out = engine_recipe(world, tmp_path, cpt_recipe, "zero3", lora={**LORA, **variant},
+                                monitor={"every_steps": 0})
+    result = subprocess.run(launch_command("zero3", "cpt", recipe), cwd=ROOT, capture_output=True, text=True,
+                            timeout=900, start_new_session=True)
+    assert result.returncode != 0, result.stdout[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "yunshan cpt: error:" in line]
+    assert len(errors) == 2, result.stderr[-3000:]
+    assert all(line.endswith("lora: use_dora and init_lora_weights pissa/olora read every adapted weight when the "
+                             "adapter is built, and DeepSpeed ZeRO-3 holds the weights partitioned then; train these "
+                             "variants in one process, with DDP, ZeRO-2 or FSDP") for line in errors), errors
+    # The launcher (torchrun) reports its failed children with a traceback of its own; none comes from yunshan.
+    assert not re.search(r'File "[^"]*/yunshan/', result.stderr), result.stderr[-3000:]
     assert not (out / "model.safetensors").exists()
 
 
