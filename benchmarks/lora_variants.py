@@ -17,7 +17,9 @@ variant's run) and every later variant starts from a copy of that run without it
 held-out bits per character of the forgetting monitor after the last step (general: what continual pretraining costs;
 domain, finance and legal together: what it gains), the final training loss and the cpt stage's seconds. The machine
 is shared: the runs happen one after the other here, so only their ratios mean anything, and the load average is
-recorded. Writes benchmarks/results/lora_variants.json.
+recorded, and so is each run's peak resident memory (its process tree's, from wait4). Every step runs as 2
+micro-batches of 2 sequences (MEMORY: the recipe's 4 x 512 tokens per step, half the activations resident). Writes
+benchmarks/results/lora_variants.json.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes/smollm2-135m_pipeline_lora.yaml"
 RESULTS = ROOT / "benchmarks/results"
 OFF = ["eval.enabled=false", "sft.enabled=false", "export.enabled=false"]
+# Each step's 4 x 512 tokens as 2 micro-batches of 2 sequences (gradient accumulation): the same tokens, order and
+# update, with half the activations resident. One run of the recipe's batch of 4 peaked at 7.3 GB, above the 6 GB a
+# run may take on this shared machine; `--set cpt.training.per_device_batch_size=4
+# cpt.training.gradient_accumulation_steps=1` restores the recipe's own split.
+MEMORY = ["cpt.training.per_device_batch_size=2", "cpt.training.gradient_accumulation_steps=2"]
 QUICK = ["cpt.training.max_steps=2", "cpt.warmup.steps=1", "cpt.warmup.fit_sequences=2", "cpt.monitor.max_chars=500",
          "cpt.monitor.every_steps=1"]
 
@@ -66,10 +73,15 @@ def run(out: Path, overrides: list[str], model: str) -> dict:
     print("$", " ".join(command), flush=True)
     load = load_average()
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(command, env=env, cwd=ROOT)
+    # The run's own peak resident memory (this child and the children it waited for), not the benchmark's.
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, command)
     manifest = json.loads((out / "run.json").read_text())
     return {"wall": time.perf_counter() - started, "load_before": load, "load_after": load_average(),
-            "manifest": manifest}
+            "peak_rss_gb": usage.ru_maxrss / 2**20, "manifest": manifest}
 
 
 def summarise(result: dict) -> dict:
@@ -80,7 +92,8 @@ def summarise(result: dict) -> dict:
     return {"cpt_seconds": cpt["seconds"], "train_loss": cpt["summary"].get("train_loss"), "steps":
             cpt["summary"].get("steps"), "bpc": {k.removeprefix("bpc_"): v for k, v in last.items() if k != "step"},
             "bpc_step": last.get("step"), "extension_cost": cpt["summary"].get("extension_cost"),
-            "load_before": result["load_before"], "load_after": result["load_after"]}
+            "load_before": result["load_before"], "load_after": result["load_after"],
+            "peak_rss_gb": result["peak_rss_gb"]}
 
 
 def all_linear_modules(model: str) -> dict:
@@ -108,7 +121,7 @@ def main() -> int:
     root = Path(args.out)
     linear = all_linear_modules(args.model)
     print(f"all-linear on this model adapts {linear['all-linear']} (the recipe lists {linear['recipe']})", flush=True)
-    quick = (QUICK if args.quick else []) + args.set
+    quick = MEMORY + (QUICK if args.quick else []) + args.set
     rows, first = {}, None
     for name in args.only or DEFAULT:
         out = root / name
@@ -126,13 +139,13 @@ def main() -> int:
         print(json.dumps({name: rows[name]}, indent=1), flush=True)
         first = first or out
     base = rows.get("lora")
-    print("\n| variant | general bits/char | domain bits/char | train loss | cpt seconds | vs LoRA |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("\n| variant | general bits/char | domain bits/char | train loss | cpt seconds | vs LoRA | peak GB |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
         b = r["bpc"]
         ratio = f"{r['cpt_seconds'] / base['cpt_seconds']:.2f}x" if base else "-"
         print(f"| {name} | {b.get('general', float('nan')):.4f} | {b.get('domain', float('nan')):.4f} | "
-              f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} |")
+              f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} | {r['peak_rss_gb']:.2f} |")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / ("lora_variants_quick.json" if args.quick else "lora_variants.json")
     path.write_text(json.dumps({"all_linear": linear, "overrides": args.set, "variants": rows}, indent=1) + "\n")
