@@ -88,6 +88,20 @@ def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
     return tokenizer
 
 
+def load_chat_tokenizers(recipe, tok_path, base_path):
+    """The tokenizers of a chat stage (sft, preference): the run's own, given a chat template when it has none and
+    EOS as its pad token when it has no pad, and the base model's (None when the model was not extended).
+    Returns (tokenizer, whether a template was added, base tokenizer)."""
+    from yunshan.data.chat import ensure_chat_template
+
+    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
+    added_template = ensure_chat_template(tokenizer)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
+    return tokenizer, added_template, base_tokenizer
+
+
 def load_model(model_args, vocab_size: int | None = None):
     """A causal LM from `model.name_or_path` (any HF model folder; resolve_sources turns a Hub id into one) or
     `model.preset` (a PanGu-π preset, built from scratch with `config_overrides`; vocab_size defaults to the

@@ -414,12 +414,12 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     from transformers import set_seed
 
     from yunshan.artifacts import write_recipe
-    from yunshan.data.chat import ensure_chat_template
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
-        apply_lora, choose_precision, grow_embeddings, load_model, load_tokenizer, resolve_sources, trainable_summary)
+        apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources,
+        trainable_summary)
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, reopen, settle, start_fresh
 
@@ -439,11 +439,7 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
         return finished_summary(out, plan)
 
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
-    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
-    added_template = ensure_chat_template(tokenizer)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
+    tokenizer, added_template, base_tokenizer = load_chat_tokenizers(recipe, tok_path, base_path)
     data = build_preference_data(recipe, tokenizer)
     reference = recipe.resolved_reference()
     if recipe.method == "kto" and train.per_device_batch_size < 2 and recipe.resolved_loss_type() == "kto":

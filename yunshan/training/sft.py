@@ -304,7 +304,6 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from transformers import set_seed
 
-    from yunshan.data.chat import ensure_chat_template
     from yunshan.artifacts import FinalOutputs, write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
@@ -312,8 +311,8 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from yunshan.training.engines import engine_of, final_model
     from yunshan.training.resume import finished_summary, plan_run, reopen, run_record, settle, start_fresh
     from yunshan.training.models import (
-        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, load_model, load_tokenizer, resolve_sources,
-        save_adapter, save_initial_adapter, trainable_summary)
+        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, load_chat_tokenizers, load_model,
+        resolve_sources, save_adapter, save_initial_adapter, trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
     from yunshan.training.tracking import attach as attach_trackers
 
@@ -336,11 +335,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
 
     # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
-    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
-    added_template = ensure_chat_template(tokenizer)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
+    tokenizer, added_template, base_tokenizer = load_chat_tokenizers(recipe, tok_path, base_path)
 
     rows, heldout, report = build_sft_data(recipe, tokenizer)
     max_steps, steps_from = sft_steps(train, len(rows), rows_per_step)
