@@ -23,6 +23,7 @@ TRL before the first step with no copy kept. ORPO and SimPO need none. Checkpoin
 DeepSpeed ZeRO-2/3: yunshan.training.engines), LoRA with new vocabulary rows and trackers work as in `yunshan sft`.
 Held-out preference metrics (yunshan.training.preference_monitor) and held-out bits per character (the forgetting
 monitor of `yunshan cpt`) are logged and plotted beside TRL's training metrics. TRL's telemetry is not sent.
+A run fixes glibc's mmap threshold first (yunshan.training.heap), so its resident set does not climb step by step.
 """
 
 from __future__ import annotations
@@ -402,7 +403,11 @@ def run_pref(recipe: PrefArgs, dry_run: bool = False, callbacks: list | None = N
 
 
 def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
+    from yunshan.training.heap import cap_heap_growth
+
     started = time.time()
+    if not dry_run:
+        cap_heap_growth()  # else the resident set climbs with every step (yunshan.training.heap)
     run = _set_up(recipe, dry_run)
     if not isinstance(run, PrefRun):
         return run
