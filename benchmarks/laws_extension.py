@@ -3,6 +3,7 @@
     make real-model
     .venv/bin/python benchmarks/laws_extension.py                        # budgets of 20 and 40 steps
     .venv/bin/python benchmarks/laws_extension.py --budgets 40 --variants none,capped,uncapped
+    .venv/bin/python benchmarks/laws_extension.py --budgets 40,20 --variants none,n100,n400   # a size sweep
     .venv/bin/python benchmarks/laws_extension.py --quick                # a few minutes: checks the script
 
 The continual-pretraining section of recipes/smollm2-135m_laws.yaml (LoRA r=64, new rows trained in full, laws :
@@ -11,8 +12,11 @@ SmolLM2-135M-Instruct at each budget in three variants:
 
 - `none`: the base tokenizer, no extension;
 - `capped`: the recipe's extension (continued BPE on ../shared/realdata/laws/laws.jsonl.zst) with its new tokens
-  capped as `yunshan run` caps them for that budget (yunshan.tokenizer.extend.capped_new_tokens);
-- `uncapped`: the recipe's `new_tokens` without the cap.
+  capped as `yunshan run` caps them for that budget (yunshan.tokenizer.extend.capped_new_tokens; with the default
+  of 100,000 training tokens per new token the laws budgets carry none, and this run is the `none` run);
+- `uncapped`: the recipe's `new_tokens` without the cap;
+- `nK` (e.g. `n200`): exactly K new tokens, the first K of the same continued BPE: a sweep of the extension's size,
+  which is what sets the cap (training tokens per new token at which the extension stops costing).
 
 After training: bits per character of the first --heldout-chars characters of the held-out Civil Code
 (laws/civil_code.txt, one continuous document) and of the bundled general held-out text, and tokens per character,
@@ -43,6 +47,19 @@ RECIPE = ROOT / "recipes/smollm2-135m_laws.yaml"
 RESULTS = ROOT / "benchmarks/results/laws_extension"
 REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
 VARIANTS = ("none", "capped", "uncapped")
+
+
+def variant_order(variant: str) -> tuple[int, int]:
+    """Table order: none, the sized runs by size, capped, uncapped."""
+    if variant.startswith("n") and variant[1:].isdigit():
+        return (1, int(variant[1:]))
+    return ({"none": 0, "capped": 2, "uncapped": 3}[variant], 0)
+
+
+def check_variant(variant: str) -> str:
+    if variant in VARIANTS or (variant.startswith("n") and variant[1:].isdigit() and int(variant[1:]) > 0):
+        return variant
+    raise SystemExit(f"--variants: {variant!r} is not one of {', '.join(VARIANTS)} or nK (K new tokens, K >= 1)")
 
 
 def load_pipeline(model_dir: Path):
@@ -126,7 +143,7 @@ def render(results: dict) -> str:
     def change(value: float, ref: float) -> str:
         return f"{value:.3f} ({100 * (value / ref - 1):+.1f}%)"
 
-    for key, run in sorted(results["runs"].items(), key=lambda kv: (kv[1]["steps_planned"], VARIANTS.index(kv[1]["variant"]))):
+    for key, run in sorted(results["runs"].items(), key=lambda kv: (kv[1]["steps_planned"], variant_order(kv[1]["variant"]))):
         f = run["final"]
         warm = run["warmup"].get("steps", "-") if run["warmup"] else "-"
         lines.append(f"| {run['steps_planned']} steps ({run['steps_planned'] * results['tokens_per_step']:,} tokens) | "
@@ -140,7 +157,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models/smollm2-135m"), help="HF folder (make real-model)")
     parser.add_argument("--budgets", default="20,40", help="CPT steps (training.max_steps) of each budget")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"runs to do now ({', '.join(VARIANTS)})")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"runs to do now ({', '.join(VARIANTS)}, or nK: K new tokens)")
     parser.add_argument("--heldout-chars", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
     parser.add_argument("--trained", action="append", default=[], metavar="STEPS_VARIANT=FOLDER", help=(
@@ -164,7 +182,7 @@ def main() -> int:
 
     budgets = [int(b) for b in args.budgets.split(",")]
     trained = dict((k, Path(v)) for k, v in (t.split("=", 1) for t in args.trained))
-    variants = [v for v in args.variants.split(",") if v]
+    variants = [check_variant(v) for v in args.variants.split(",") if v]
     if args.quick:
         budgets, args.heldout_chars = [4], 2000
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -196,10 +214,16 @@ def main() -> int:
                 continue
             if variant == "none":
                 new_tokens, tok = 0, None
+            elif variant.startswith("n"):
+                new_tokens = int(variant[1:])
+                tok = None if key in trained else extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
             else:
                 ext = dataclasses.replace(recipe.tokenizer_extension,
                                           budget_tokens=budget if variant == "capped" else None)
                 new_tokens = capped_new_tokens(ext)[0]
+                if new_tokens == 0:
+                    print(key, "is the none run (the cap allows no new token at this budget)", flush=True)
+                    continue
                 if variant == "uncapped" and new_tokens == capped_new_tokens(dataclasses.replace(
                         ext, budget_tokens=budget))[0]:
                     print(key, "is the capped run (the cap does not bind at this budget)", flush=True)

@@ -291,6 +291,31 @@ def test_dry_run_plans_without_training(tmp_path):
     assert any("nope.jsonl" in p for p in plan["problems"])
 
 
+def test_eval_after_scores_every_trained_model_or_the_final_one(tmp_path):
+    """eval.after: all scores the cpt, sft (and preference) models; final the last trained model alone (the laws
+    recipe's 20 minutes); anything else is a one-line error naming the valid values; what reaches yunshan eval is
+    its own EvalArgs."""
+    from yunshan.eval.commands import EvalArgs
+    from yunshan.pipeline.stages import RunLayout, eval_after_models
+
+    data = tiny_recipe(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    recipe = load_recipe(PipelineRecipe, path)
+    layout = RunLayout(recipe)
+    assert recipe.eval.after == "all"
+    every = eval_after_models(layout, recipe.eval)
+    assert [Path(m).name for m in every] == ["04_cpt", "05_sft", "06_preference"]
+    final = load_recipe(PipelineRecipe, path, ["eval.after=final"])
+    assert eval_after_models(RunLayout(final), final.eval) == every[-1:]
+    no_pref = load_recipe(PipelineRecipe, path, ["eval.after=final", "preference.enabled=false"])
+    assert [Path(m).name for m in eval_after_models(RunLayout(no_pref), no_pref.eval)] == ["05_sft"]
+    passed = final.eval.eval_args(model=every[-1:], out=str(tmp_path / "e"))
+    assert type(passed) is EvalArgs and passed.tasks == final.eval.tasks and passed.limit == final.eval.limit
+    with pytest.raises(RecipeError, match="eval.after.*'last'.*all.*final"):
+        load_recipe(PipelineRecipe, path, ["eval.after=last"])
+
+
 def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
     """One schema per stage: each section of a pipeline recipe is the dataclass its stage command reads, so a
     setting has one name, one default and one help text (the push section is private by default exactly as
@@ -307,12 +332,18 @@ def test_the_recipe_is_a_tree_of_the_stage_commands_own_arguments():
     from yunshan.training.preference import PrefArgs
     from yunshan.training.sft import SftArgs
 
+    from yunshan.pipeline.stages import PipelineEvalArgs
+
     hints = typing.get_type_hints(PipelineRecipe)
     sections = {s.section: hints[s.section] for s in STAGES}
-    expected = {"tokenizer_extension": ExtendArgs, "eval": EvalArgs, "cpt": CptArgs, "sft": SftArgs,
+    expected = {"tokenizer_extension": ExtendArgs, "eval": PipelineEvalArgs, "cpt": CptArgs, "sft": SftArgs,
                 "preference": PrefArgs, "export": ExportArgs, "push": PushArgs}
     for name, cls in expected.items():
         assert set(typing.get_args(sections[name])) == {cls, type(None)}, name
+    # The eval section is yunshan eval's own arguments plus the one pipeline setting, `after`.
+    assert issubclass(PipelineEvalArgs, EvalArgs)
+    assert {f.name for f in dataclasses.fields(PipelineEvalArgs)} - {f.name for f in dataclasses.fields(EvalArgs)} \
+        == {"after"}
     # Every reserved key names a real field of its section.
     for dotted in PipelineRecipe.RESERVED_KEYS:
         section, *keys = dotted.split(".")

@@ -133,8 +133,9 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
         assert plan["problems"] == [], plan["problems"]
         assert [p["action"] for p in plan["plan"] if p["stage"] in ("cpt", "sft")] == ["run", "run"]
         tokenizer = next(p for p in plan["plan"] if p["stage"] == "tokenizer")
-        if tokenizer["action"] == "run":  # the new tokens as the cpt budget caps them
-            assert 0 < tokenizer["new_tokens"] <= recipe.tokenizer_extension.new_tokens
+        if tokenizer["action"] == "run":  # the new tokens as the cpt budget caps them (none when it carries none)
+            assert 0 <= tokenizer["new_tokens"] <= recipe.tokenizer_extension.new_tokens
+            assert tokenizer["new_tokens"] > 0 or "capped at 0" in tokenizer["capped"]
         return
     if kind in ("sft", "pref") and not Path(recipe.model.name_or_path).is_absolute():
         # The SFT recipe starts from the cpt recipe's output folder: stand in for it too.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tokenizer_fixtures import extend
+from tokenizer_fixtures import base_folder, extend
 
 from yunshan.tokenizer.extend import TOKENS_PER_NEW_TOKEN, ExtendArgs, capped_new_tokens
 
@@ -81,3 +81,33 @@ def test_the_pipeline_sizes_the_extension_for_the_cpt_budget(bases, corpus, tmp_
     # Without a cpt stage nothing trains the new rows: no budget, no cap.
     del data["cpt"]
     assert cpt_budget_tokens(load_recipe(PipelineRecipe, data=data)) is None
+
+
+def test_a_budget_that_carries_no_new_token_writes_the_base_tokenizer_unchanged(bases, corpus, tmp_path):
+    """Below one new token's worth of training (the real-text default: benchmarks/README.md, "Laws: extension against
+    no extension"), the extension adds nothing and says why: the tokenizer written is the base's, token for token,
+    so the pipeline goes on without new rows instead of training ones that would end worse."""
+    base = bases["byte_level_llama3"]
+    report = extend(base, corpus, tmp_path / "none", words=[], new_tokens=200,
+                    budget_tokens=TOKENS_PER_NEW_TOKEN - 1)
+    assert report["new_tokens"]["added"] == 0 and report["new_tokens"]["budget_cap"] == 0
+    assert "capped at 0" in report["new_tokens"]["capped"]
+    from tokenizers import Tokenizer
+
+    written, original = (Tokenizer.from_file(str(folder / "tokenizer.json"))
+                         for folder in (tmp_path / "none", base_folder(base)))
+    assert written.get_vocab(with_added_tokens=True) == original.get_vocab(with_added_tokens=True)
+    text = corpus["domain"].read_text(encoding="utf-8")[:5000]
+    assert written.encode(text).ids == original.encode(text).ids
+
+
+def test_the_default_cap_refuses_every_extension_measured_worse_than_none_on_real_text():
+    """benchmarks/README.md, "Laws: extension against no extension": on the real laws corpus, SmolLM2-135M trained for
+    81,920 tokens (the laws recipe's 40 steps) with 10, 100 or 2,000 new tokens ended worse on the held-out Civil Code
+    than the same training without extension. The default cap must not allow any of them at that budget, nor at
+    half of it; the laws recipe's dry run shows the cap at 0 (tests/test_recipes.py)."""
+    for budget in (81_920, 40_960):
+        allowed, why = capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=2000, budget_tokens=budget))
+        assert allowed < 10 and "capped at" in why
+    # Budgets of the size published extensions trained on still carry thousands.
+    assert capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=9545, budget_tokens=1_000_000_000))[0] >= 9545

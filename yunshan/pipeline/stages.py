@@ -4,7 +4,7 @@
 
 The pipeline recipe is a tree of the stage commands' own arguments: `tokenizer_extension` is `yunshan tokenizer
 extend`'s ExtendArgs, `decontamination` is `yunshan data decontaminate`'s DecontaminateArgs, `eval` is `yunshan
-eval`'s EvalArgs, `cpt`, `sft` and `preference` are the CptArgs, SftArgs and PrefArgs recipes of
+eval`'s EvalArgs (with `after`: which trained models eval_after scores), `cpt`, `sft` and `preference` are the CptArgs, SftArgs and PrefArgs recipes of
 `yunshan cpt`, `yunshan sft` and `yunshan pref`, `export` and `push` the ExportArgs and PushArgs of those commands. The runner fills
 what connects the stages (model and tokenizer folders, output folders) with `dataclasses.replace`; those keys are
 reserved in a pipeline recipe (RESERVED_KEYS). Adding a stage is one record in STAGES plus its function: the run
@@ -50,6 +50,28 @@ class StandInBaseArgs:
         check_fields(self)
 
 @dataclass
+class PipelineEvalArgs(EvalArgs):
+    """The `eval` section of a pipeline recipe: yunshan eval's settings (the runner fills `model` and `out`), and
+    which trained models the eval_after stage scores."""
+
+    after: str = field(default="all", metadata={
+        "help": "models eval_after scores: all (every trained stage's model: cpt, sft, preference, so the table "
+                "shows what each stage did) or final (the last trained model alone: half the evaluation time of a "
+                "cpt + sft run)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.after not in ("all", "final"):
+            raise ValueError(f"eval.after: {self.after!r} is not valid; use all (every trained model) or final "
+                             "(the last trained model)")
+
+    def eval_args(self, **changes) -> EvalArgs:
+        """The `yunshan eval` arguments of this section (without the pipeline's own fields)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalArgs)}
+        return EvalArgs(**{**values, **changes})
+
+
+@dataclass
 class PipelineRecipe:
     """The YunShan pipeline: `yunshan run RECIPE.yaml [--from STAGE] [--dry-run] [key=value ...]`.
 
@@ -68,7 +90,7 @@ class PipelineRecipe:
     base: StandInBaseArgs | None = field(default=None, metadata={"help": "stand-in base model (demo only)"})
     tokenizer_extension: ExtendArgs | None = field(default=None, metadata={
         "help": "vocabulary extension: yunshan tokenizer extend"})
-    eval: EvalArgs | None = field(default=None, metadata={
+    eval: PipelineEvalArgs | None = field(default=None, metadata={
         "help": "evaluation before (base model) and after (trained models): yunshan eval"})
     decontamination: DecontaminateArgs | None = field(default=None, metadata={
         "help": "n-gram overlap of the cpt, sft and preference sources with the evaluation sets (drop: true leaves the "
@@ -229,23 +251,27 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
             "new_tokens_requested": t.new_tokens, "budget_cap": extension["new_tokens"].get("budget_cap")}
 
 
-def _eval(layout: RunLayout, e: EvalArgs, stage: str, model_dirs: list[str]) -> dict:
+def _eval(layout: RunLayout, e: PipelineEvalArgs, stage: str, model_dirs: list[str]) -> dict:
     from yunshan.eval.commands import run_eval
 
     trust = e.trust_remote_code or layout.trained_model(model_dirs[0]).trust_remote_code
-    report = run_eval(dataclasses.replace(e, model=model_dirs, out=str(layout.folder(stage)), trust_remote_code=trust))
+    report = run_eval(e.eval_args(model=model_dirs, out=str(layout.folder(stage)), trust_remote_code=trust))
     return {"results": "results.json", "models": model_dirs, "seconds": report.get("seconds")}
 
 
-def run_eval_before(layout: RunLayout, e: EvalArgs) -> dict:
+def run_eval_before(layout: RunLayout, e: PipelineEvalArgs) -> dict:
     return _eval(layout, e, "eval_before", [layout.base_model_dir()])
 
 
-def run_eval_after(layout: RunLayout, e: EvalArgs) -> dict:
-    # Every trained model: after continual pretraining (the replay's effect on forgetting), after SFT and after
-    # preference tuning.
+def eval_after_models(layout: RunLayout, e: PipelineEvalArgs) -> list[str]:
+    """The models eval_after scores: every trained model (after continual pretraining: the replay's effect on
+    forgetting; after SFT; after preference tuning), or with `eval.after: final` the last one alone."""
     models = [str(layout.folder(s)) for s in TRAINING_STAGES if layout.enabled(s)] or [layout.base_model_dir()]
-    return _eval(layout, e, "eval_after", models)
+    return models[-1:] if e.after == "final" else models
+
+
+def run_eval_after(layout: RunLayout, e: PipelineEvalArgs) -> dict:
+    return _eval(layout, e, "eval_after", eval_after_models(layout, e))
 
 
 def _run_name(layout: RunLayout, training, stage: str) -> str:
