@@ -49,15 +49,19 @@ REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "
 VARIANTS = ("none", "capped", "uncapped")
 
 
+def size_of(variant: str) -> int | None:
+    """K of an `nK` variant (K new tokens), None for the named variants."""
+    return int(variant[1:]) if variant.startswith("n") and variant[1:].isdigit() else None
+
+
 def variant_order(variant: str) -> tuple[int, int]:
     """Table order: none, the sized runs by size, capped, uncapped."""
-    if variant.startswith("n") and variant[1:].isdigit():
-        return (1, int(variant[1:]))
-    return ({"none": 0, "capped": 2, "uncapped": 3}[variant], 0)
+    size = size_of(variant)
+    return (1, size) if size is not None else ({"none": 0, "capped": 2, "uncapped": 3}[variant], 0)
 
 
 def check_variant(variant: str) -> str:
-    if variant in VARIANTS or (variant.startswith("n") and variant[1:].isdigit() and int(variant[1:]) > 0):
+    if variant in VARIANTS or (size_of(variant) or 0) > 0:
         return variant
     raise SystemExit(f"--variants: {variant!r} is not one of {', '.join(VARIANTS)} or nK (K new tokens, K >= 1)")
 
@@ -214,8 +218,8 @@ def main() -> int:
                 continue
             if variant == "none":
                 new_tokens, tok = 0, None
-            elif variant.startswith("n"):
-                new_tokens = int(variant[1:])
+            elif size_of(variant) is not None:
+                new_tokens = size_of(variant)
                 tok = None if key in trained else extended(recipe, model_dir, new_tokens, out / f"tokenizer_{new_tokens}")
             else:
                 ext = dataclasses.replace(recipe.tokenizer_extension,

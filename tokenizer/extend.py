@@ -440,9 +440,8 @@ def _extend(args: ExtendArgs, log) -> dict:
                          "--new-tokens or shorten the word lists")
     if capped is not None:
         log(capped + ("; the tokenizer is written unchanged" if allowed == 0 else ""))
-    # The new tokens this run adds at most: --new-tokens, or the budget's cap (0 when the budget carries none: the
-    # base tokenizer is written as it is, so a pipeline goes on without extension and says why).
-    target = allowed
+    # `allowed`: the new tokens this run adds at most, --new-tokens or the budget's cap (0 when the budget carries
+    # none: the base tokenizer is written as it is, so a pipeline goes on without extension and says why).
 
     def record(step: LearnedStep, source: str) -> _Record:
         left = strings[step.left] if step.left is not None else None
@@ -481,7 +480,7 @@ def _extend(args: ExtendArgs, log) -> dict:
     pieces, pending = _initial_pieces(base, counts, ids, lengths, vocab, mergeable, segmenter_vocab)
     del counts, ids, lengths
     learned = learn_continued_bpe(
-        pieces, strings=strings, vocab=vocab, new_token_budget=target - chain_new,
+        pieces, strings=strings, vocab=vocab, new_token_budget=allowed - chain_new,
         min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
         pending=pending,
         reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
@@ -530,7 +529,7 @@ def _extend(args: ExtendArgs, log) -> dict:
             "pruned_dead": pruned,
             "corpus_stop_reason": ("budget reached" if learned.stop_reason == "budget" else
                                    f"no pair occurs at least {args.min_frequency} times: learned "
-                                   f"{len(new_strings) - from_word_lists} of {target - chain_new} "
+                                   f"{len(new_strings) - from_word_lists} of {allowed - chain_new} "
                                    "corpus tokens"),
             "rejected_pairs": learned.rejected,
             "rejected_by_reason": learned.rejected_by_reason,
@@ -548,8 +547,8 @@ def _extend(args: ExtendArgs, log) -> dict:
     }
     files[REPORT_FILE] = (json.dumps(report, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     _write_atomically(Path(args.out), files, args.overwrite)
-    if len(new_strings) < target:
-        log(f"only {len(new_strings)} of the {target} new tokens requested were learned: "
+    if len(new_strings) < allowed:
+        log(f"only {len(new_strings)} of the {allowed} new tokens requested were learned: "
             f"{report['new_tokens']['corpus_stop_reason']}")
     log(f"wrote {args.out}: vocabulary {base_size:,} -> {base_size + len(new_strings):,} "
         f"({from_word_lists} from word lists, {len(new_strings) - from_word_lists} from the corpus) "
