@@ -17,9 +17,10 @@ variant's run) and every later variant starts from a copy of that run without it
 held-out bits per character of the forgetting monitor after the last step (general: what continual pretraining costs;
 domain, finance and legal together: what it gains), the final training loss and the cpt stage's seconds. The machine
 is shared: the runs happen one after the other here, so only their ratios mean anything, and the load average is
-recorded, and so is each run's peak resident memory (its process tree's, from wait4). Every step runs as 2
-micro-batches of 2 sequences (MEMORY: the recipe's 4 x 512 tokens per step, half the activations resident). Writes
-benchmarks/results/lora_variants.json.
+recorded, and so are each run's CPU seconds (user + system, the whole run: the first variant's includes the tokenizer
+stage) and peak resident memory (its process tree's, from wait4). Every step runs as 2 micro-batches of 2 sequences
+(MEMORY: the recipe's 4 x 512 tokens per step, half the activations resident). Writes
+benchmarks/results/lora_variants.json after every variant.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def run(out: Path, overrides: list[str], model: str) -> dict:
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, command)
     manifest = json.loads((out / "run.json").read_text())
-    return {"wall": time.perf_counter() - started, "load_before": load, "load_after": load_average(),
-            "peak_rss_gb": usage.ru_maxrss / 2**20, "manifest": manifest}
+    return {"wall": time.perf_counter() - started, "cpu": usage.ru_utime + usage.ru_stime, "load_before": load,
+            "load_after": load_average(), "peak_rss_gb": usage.ru_maxrss / 2**20, "manifest": manifest}
 
 
 def summarise(result: dict) -> dict:
@@ -95,8 +96,8 @@ def summarise(result: dict) -> dict:
     return {"cpt_seconds": cpt["seconds"], "train_loss": cpt["summary"].get("train_loss"), "steps":
             cpt["summary"].get("steps"), "bpc": {k.removeprefix("bpc_"): v for k, v in last.items() if k != "step"},
             "bpc_step": last.get("step"), "extension_cost": cpt["summary"].get("extension_cost"),
-            "load_before": result["load_before"], "load_after": result["load_after"],
-            "peak_rss_gb": result["peak_rss_gb"]}
+            "run_seconds": result["wall"], "run_cpu_seconds": result["cpu"], "load_before": result["load_before"],
+            "load_after": result["load_after"], "peak_rss_gb": result["peak_rss_gb"]}
 
 
 def all_linear_modules(model: str) -> dict:
@@ -126,6 +127,7 @@ def main() -> int:
     print(f"all-linear on this model adapts {linear['all-linear']} (the recipe lists {linear['recipe']})", flush=True)
     quick = MEMORY + (QUICK if args.quick else []) + args.set
     rows, first = {}, None
+    path = RESULTS / ("lora_variants_quick.json" if args.quick else "lora_variants.json")
     for name in args.only or DEFAULT:
         out = root / name
         if out.exists():
@@ -141,17 +143,19 @@ def main() -> int:
         rows[name]["overrides"] = VARIANTS[name]
         print(json.dumps({name: rows[name]}, indent=1), flush=True)
         first = first or out
+        # After every variant, so a run stopped partway keeps the variants it finished.
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"all_linear": linear, "overrides": args.set, "variants": rows}, indent=1) + "\n")
     base = rows.get("lora")
-    print("\n| variant | general bits/char | domain bits/char | train loss | cpt seconds | vs LoRA | peak GB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| variant | general bits/char | domain bits/char | train loss | cpt seconds | vs LoRA | run CPU s "
+          "| peak GB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
         b = r["bpc"]
         ratio = f"{r['cpt_seconds'] / base['cpt_seconds']:.2f}x" if base else "-"
         print(f"| {name} | {b.get('general', float('nan')):.4f} | {b.get('domain', float('nan')):.4f} | "
-              f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} | {r['peak_rss_gb']:.2f} |")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("lora_variants_quick.json" if args.quick else "lora_variants.json")
-    path.write_text(json.dumps({"all_linear": linear, "overrides": args.set, "variants": rows}, indent=1) + "\n")
+              f"{r['train_loss']:.4f} | {r['cpt_seconds']:.0f} | {ratio} | {r['run_cpu_seconds']:.0f} | "
+              f"{r['peak_rss_gb']:.2f} |")
     print(f"\nwrote {path}")
     return 0
 
