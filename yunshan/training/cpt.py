@@ -218,18 +218,16 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     Returns the summary instead for a dry run or a run that is already finished."""
     from transformers import set_seed
 
-    from yunshan.artifacts import write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.embedding_warmup import (
         FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_budget, warmup_running)
     from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
-        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer,
-        new_token_mode, planned_new_ids, resolve_sources, save_initial_adapter, trainable_summary)
+        apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
+        planned_new_ids, resolve_sources, trainable_summary)
     from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, reopen, settle, start_fresh
+    from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 
     train = recipe.training
     out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
@@ -333,25 +331,11 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
     if rank_zero:
-        out.mkdir(parents=True, exist_ok=True)
-        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        if plan.action == "fresh":
-            start_fresh(ckpt_dir, out)
-            if recipe.lora.enabled:
-                save_initial_adapter(model, recipe.lora, ckpt_dir)
-        else:
-            remove_incomplete_after(ckpt_dir, plan.step)
-            (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
-            note = check_initial_adapter(model, recipe.lora, ckpt_dir) if recipe.lora.enabled else None
-            if note:
-                print(note, flush=True)
+        prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
     if resume_from is not None:
         stream.load_state(resume_from)
         if rank_zero:
-            changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
-                f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
-            what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
-            print(f"{what} {resume_from} (sequence {stream.mixer.sequence}){changes}", flush=True)
+            print(resume_line(plan, resume_from, f" (sequence {stream.mixer.sequence})"), flush=True)
     if rank_zero:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
               f"{tokens_per_step:,} tokens per step x {total_steps} steps (training.max_steps)"

@@ -418,15 +418,13 @@ def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
 def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     from transformers import set_seed
 
-    from yunshan.artifacts import write_recipe
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources,
         trainable_summary)
     from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, reopen, settle, start_fresh
+    from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 
     train = recipe.training
     out = check_output_folder(train.output_dir, "training.output_dir")
@@ -490,17 +488,9 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
     if rank_zero:
-        out.mkdir(parents=True, exist_ok=True)
-        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        if plan.action == "fresh":
-            start_fresh(ckpt_dir, out)
-        else:
-            remove_incomplete_after(ckpt_dir, plan.step)
-            (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
-            what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
-            changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
-                f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
-            print(f"{what} {resume_from}{changes}", flush=True)
+        prepare_outputs(recipe, plan, out, ckpt_dir)
+        if plan.action != "fresh":
+            print(resume_line(plan, resume_from), flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {recipe.method} "
               f"({recipe.resolved_loss_type()}, beta {recipe.beta}, reference {reference}); {len(data.rows)} training "
               f"samples, {len(data.heldout)} held-out pairs; {total_steps} steps; precision {precision} "

@@ -245,6 +245,39 @@ def start_fresh(ckpt_dir: Path, out: Path) -> None:
     (Path(out) / "log.jsonl").unlink(missing_ok=True)
 
 
+def prepare_outputs(recipe, plan: RunPlan, out: Path, ckpt_dir: Path, model=None, lora=None) -> None:
+    """Rank zero, before the first step: the run folder with the resolved recipe in it; a fresh run clears what an
+    earlier run left (start_fresh) and saves a PiSSA / OLoRA adapter as initialised (when `lora` is given and
+    enabled); a resumed or finishing run removes checkpoints past its step and the data report (it vouches for
+    finished outputs only) and checks the initial adapter against the one saved when the run began."""
+    from yunshan.artifacts import write_recipe
+    from yunshan.training.checkpoints import remove_incomplete_after
+    from yunshan.training.models import check_initial_adapter, save_initial_adapter
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
+    adapter = lora is not None and lora.enabled
+    if plan.action == "fresh":
+        start_fresh(ckpt_dir, out)
+        if adapter:
+            save_initial_adapter(model, lora, ckpt_dir)
+        return
+    remove_incomplete_after(ckpt_dir, plan.step)
+    (out / "data_report.json").unlink(missing_ok=True)
+    note = check_initial_adapter(model, lora, ckpt_dir) if adapter else None
+    if note:
+        print(note, flush=True)
+
+
+def resume_line(plan: RunPlan, checkpoint: Path, where: str = "") -> str:
+    """The line a resumed or finishing run prints: from which checkpoint (and `where`, e.g. the data stream's
+    position) and the recipe's allowed changes since then."""
+    changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
+        f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
+    what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
+    return f"{what} {checkpoint}{where}{changes}"
+
+
 def run_record(recipe, kind: str, total_steps: int, sequences_per_step: int, resumes: list[dict]) -> dict:
     """What every checkpoint of this run records in RUN_FILE (YunshanTrainer writes it)."""
     return {"kind": kind, "total_steps": total_steps, "sequences_per_step": sequences_per_step, "resumes": resumes,

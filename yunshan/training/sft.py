@@ -304,15 +304,16 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from transformers import set_seed
 
-    from yunshan.artifacts import FinalOutputs, write_recipe
+    from yunshan.artifacts import FinalOutputs
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import final_save, remove_incomplete_after, train_as_planned
+    from yunshan.training.checkpoints import final_save, train_as_planned
     from yunshan.training.engines import engine_of, final_model
-    from yunshan.training.resume import finished_summary, plan_run, reopen, run_record, settle, start_fresh
+    from yunshan.training.resume import (
+        finished_summary, plan_run, prepare_outputs, reopen, resume_line, run_record, settle)
     from yunshan.training.models import (
-        apply_lora, check_initial_adapter, choose_precision, grow_embeddings, load_chat_tokenizers, load_model,
-        resolve_sources, save_adapter, save_initial_adapter, trainable_summary)
+        apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources, save_adapter,
+        trainable_summary)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
     from yunshan.training.tracking import attach as attach_trackers
 
@@ -369,22 +370,9 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
     if rank_zero:
-        out.mkdir(parents=True, exist_ok=True)
-        write_recipe(recipe, out / "recipe.yaml", header="resolved recipe of this run (defaults and overrides applied)")
-        if plan.action == "fresh":
-            start_fresh(ckpt_dir, out)
-            if recipe.lora.enabled:
-                save_initial_adapter(model, recipe.lora, ckpt_dir)
-        else:
-            remove_incomplete_after(ckpt_dir, plan.step)
-            (out / "data_report.json").unlink(missing_ok=True)  # it vouches for finished outputs only
-            note = check_initial_adapter(model, recipe.lora, ckpt_dir) if recipe.lora.enabled else None
-            if note:
-                print(note, flush=True)
-            what = "finishing from the last step's checkpoint" if plan.action == "finish" else "resuming from"
-            changes = "; recipe changes since then (allowed, recorded in the data report): " + ", ".join(
-                f"{k} {a} -> {b}" for k, (a, b) in plan.changes.items()) if plan.changes else ""
-            print(f"{what} {resume_from}{changes}", flush=True)
+        prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
+        if plan.action != "fresh":
+            print(resume_line(plan, resume_from), flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
               f"{len(rows)} rows; {max_steps} steps ({steps_from}); precision {precision} ({precision_reason}); "
               "chat template: "
