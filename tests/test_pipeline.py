@@ -166,12 +166,18 @@ def run(data: dict, tmp: Path, *overrides, from_stage=None):
     return PipelineRunner(recipe, path).run(from_stage)
 
 
-def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
+def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path, monkeypatch):
+    import yunshan.training.heap as heap
+
+    released = []  # the memory of every stage that ran is released before the next one (the real call, counted)
+    real = heap.release_memory
+    monkeypatch.setattr(heap, "release_memory", lambda: released.append(True) and real())
     data = tiny_recipe(tmp_path)
     out = tmp_path / "run"
     manifest = run(data, tmp_path)
     stages = ["base", "tokenizer", "eval_before", "decontamination", "cpt", "sft", "preference", "eval_after"]
     assert [s.name for s in manifest.stages] == stages
+    assert len(released) == len(stages)
     assert all(s.status == "complete" and s.outputs for s in manifest.stages)
     run_json = RunManifest.read(out / "run.json")
     assert run_json.final_model == "06_preference" and run_json.stage("cpt").summary["tokens"] == 6 * 4 * 64  # the warm-up inside
@@ -249,6 +255,7 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path):
     again = run(data, tmp_path)
     assert {s.name: s.finished for s in again.stages} == before  # everything skipped
 
+    assert len(released) == len(stages)  # skipped stages load nothing
     redo = run(data, tmp_path, from_stage="sft")
     finished = {s.name: s.finished for s in redo.stages}
     assert [n for n in stages if finished[n] != before[n]] == ["sft", "preference", "eval_after"]

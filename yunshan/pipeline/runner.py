@@ -147,6 +147,7 @@ class PipelineRunner:
 
     def _run(self, from_stage: str | None) -> RunManifest:
         from yunshan.artifacts import write_recipe
+        from yunshan.training.heap import release_memory
 
         started = time.time()
         world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -203,6 +204,8 @@ class PipelineRunner:
                 if main:
                     self.save_manifest(manifest)
                 raise
+            # Stages share this process: what the finished one allocated goes back before the next one loads.
+            release_memory()
             barrier()
             record.outputs = hash_tree(folder)
             record.status, record.finished, record.seconds = "complete", _now(), round(time.time() - t0, 1)

@@ -21,6 +21,7 @@ Nothing is written by hand that a library does: this is one `mallopt` call throu
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
@@ -38,3 +39,19 @@ def cap_heap_growth(threshold: int = MMAP_THRESHOLD) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, threshold) == 1
+
+
+def release_memory() -> bool:
+    """Between the stages of one process (yunshan run): collect the finished stage's reference cycles (a Trainer, its
+    callbacks and its model refer to one another, so the model outlives the stage until a collection) and hand the
+    heap's free pages back to the system (glibc malloc_trim), so the next stage starts from what it holds, not from
+    the peak of the stages before it. Returns True when the heap was trimmed (False without glibc's malloc_trim)."""
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True
+
