@@ -9,6 +9,7 @@ Every JSON report records the model's and the data files' sha256, so a number ca
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,57 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
                            name=path)
     model.to(device).eval()
     ensure_pad_token(tokenizer, model)
-    precision = f"{'bfloat16 autocast' if autocast else dtype} ({reason})"
+    head = autocast and float32_head(model)
+    precision = f"{'bfloat16 autocast' if autocast else dtype} ({reason})" + (
+        "; output head in float32" if head else "")
     return LoadedModel(name=_name(path), path=str(folder), model=model, tokenizer=tokenizer,
                        sha256=sha256_model_dir(folder) if hash_weights else None, autocast=autocast,
                        precision=precision)
+
+
+def float32_head(model) -> bool:
+    """Under bf16 autocast, compute the output projection (lm_head) in float32: True when the head was wrapped.
+
+    Autocast returns the head's logits in bf16, whose 8 mantissa bits space them 0.125 apart from 16 to 32 and 0.25
+    from 32 to 64 (SmolLM2-135M's logits reach 33): the log-likelihoods of the answer letters A-D then come in steps
+    of 0.125-0.25 nats, and letters whose float32 scores differ by less tie exactly, the tie going to the first. On
+    the real CMMLU (the first question of each of 67 subjects) SmolLM2's letters tied on 22 questions and 9 differed
+    from float32's; with the head in float32 none tied and 2 differed (eval/README.md, "Precision"). Its input, the
+    final norm's output, is float32 already, so a score then moves only by what the bf16 body moves it, at the cost
+    of one float32 product per scored position (the vocabulary x hidden matrix; the scorers keep only the positions
+    they read). Models without a settable output head are left as they are (False)."""
+    import torch
+
+    wrapper = float32_head_class()
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None or isinstance(head, wrapper) or not isinstance(head, torch.nn.Module):
+        return isinstance(head, wrapper)
+    model.set_output_embeddings(wrapper(head))
+    return isinstance(model.get_output_embeddings(), wrapper)
+
+
+@functools.cache
+def float32_head_class():
+    """The wrapper class float32_head installs (made on first use: this module is imported without torch)."""
+    import torch
+
+    class Float32Head(torch.nn.Module):
+        """An output head run with autocast off on a float32 input (float32_head); its weight is the head's own, so
+        tied embeddings stay tied."""
+
+        def __init__(self, head):
+            super().__init__()
+            self.head = head
+
+        @property
+        def weight(self):
+            return self.head.weight
+
+        def forward(self, hidden):
+            with torch.autocast(hidden.device.type, enabled=False):
+                return self.head(hidden.float())
+
+    return Float32Head
 
 
 def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None,
