@@ -511,15 +511,17 @@ def test_an_fsdp_launch_that_accelerate_turns_into_ddp_stops_with_an_error(world
 def test_lora_variants_that_read_the_weights_stop_under_zero3_in_one_line(world, tmp_path, variant):
     """DoRA (its magnitude vector is the norm of each adapted weight) and PiSSA / OLoRA (an SVD / QR of each adapted
     weight, subtracted from it) read whole weights when PEFT builds the adapter, which ZeRO-3 holds partitioned
-    across the processes then (zero.Init): yunshan.training.models.apply_lora refuses them before the first step,
-    each process with the same one line and no traceback, and nothing is written."""
+    across the processes then (zero.Init): yunshan.training.models.apply_lora refuses them before the first step
+    with one line and no traceback, and nothing is written. Each process refuses; the launcher stops the others as
+    soon as the first has exited, so under load the second may be stopped before it has printed its line (seen with
+    olora in make test-distributed: one line of two)."""
     recipe, out = engine_recipe(world, tmp_path, cpt_recipe, "zero3", lora={**LORA, **variant},
                                 monitor={"every_steps": 0})
     result = subprocess.run(launch_command("zero3", "cpt", recipe), cwd=ROOT, capture_output=True, text=True,
                             timeout=900, start_new_session=True)
     assert result.returncode != 0, result.stdout[-3000:]
     errors = [line for line in result.stderr.splitlines() if "yunshan cpt: error:" in line]
-    assert len(errors) == 2, result.stderr[-3000:]
+    assert 1 <= len(errors) <= 2, result.stderr[-3000:]
     assert all(line.endswith("lora: use_dora and init_lora_weights pissa/olora read every adapted weight when the "
                              "adapter is built, and DeepSpeed ZeRO-3 holds the weights partitioned then; train these "
                              "variants in one process, with DDP, ZeRO-2 or FSDP") for line in errors), errors
