@@ -114,8 +114,10 @@ def float32_head(model) -> bool:
 
     wrapper = float32_head_class()
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is None or isinstance(head, wrapper) or not isinstance(head, torch.nn.Module):
-        return isinstance(head, wrapper)
+    if isinstance(head, wrapper):
+        return True
+    if not isinstance(head, torch.nn.Module):
+        return False
     model.set_output_embeddings(wrapper(head))
     return isinstance(model.get_output_embeddings(), wrapper)
 

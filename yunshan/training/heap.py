@@ -28,14 +28,21 @@ M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 MMAP_THRESHOLD = 1 << 20
 
 
+def _libc(name: str):
+    """The C library's function `name`, or None where it has none (macOS, musl)."""
+    try:
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def cap_heap_growth(threshold: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes for the rest of the process. Returns True when it was set,
     False when the environment sets it already (MALLOC_MMAP_THRESHOLD_) or the C library has no mallopt."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    mallopt = _libc("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, threshold) == 1
@@ -47,9 +54,8 @@ def release_memory() -> bool:
     heap's free pages back to the system (glibc malloc_trim), so the next stage starts from what it holds, not from
     the peak of the stages before it. Returns True when the heap was trimmed (False without glibc's malloc_trim)."""
     gc.collect()
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    trim = _libc("malloc_trim")
+    if trim is None:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)
