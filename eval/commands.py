@@ -217,6 +217,7 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
                     report["tasks"].setdefault(label, {"format": format}).setdefault("results", {})[name] = res
                     _write_partial(report, started, partial)
                 extra["keep"] = keep
+            task_started = time.time()
             with lm.compute():
                 res, texts = run_task(lm, data, args, chat, task, **extra)
             results[label][name] = res
@@ -228,6 +229,7 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
                 entry["files"] = {str(f): _hash_files(f) for f in texts}
             entry["format"] = task.format
             entry.setdefault("results", {})[name] = res
+            entry.setdefault("seconds", {})[name] = round(time.time() - task_started, 1)
             # The headline numbers, recorded with the results: a report or model card shows them without
             # knowing the benchmark.
             entry.setdefault("metrics", {})[name] = [asdict(m) for m in headline_metrics(task, res, data)]

@@ -229,6 +229,19 @@ def load_published_scores(path: str | Path) -> dict[tuple[str, str], dict[str, f
     return out
 
 
+def generation_chunks(sizes: dict[str, int], batch_size: int) -> list[list[str]]:
+    """Task ids in order, consecutive ones pooled until their prompts fill at least one generation batch (the last
+    group may hold fewer); a task that fills a batch on its own ends its group."""
+    chunks, current, n = [], [], 0
+    for task_id, size in sizes.items():
+        current.append(task_id)
+        n += size
+        if n >= batch_size:
+            chunks.append(current)
+            current, n = [], 0
+    return chunks + ([current] if current else [])
+
+
 def run_lawbench(lm, root: str | Path, limit: int | None = None, batch_size: int = 8, chat: bool = False,
                  max_new_tokens: int = 256, add_bos: bool | None = None, progress: bool = False, keep=None) -> dict:
     """Evaluate one model on every LawBench task file in `root`; returns the JSON-ready result.
@@ -246,30 +259,40 @@ def run_lawbench(lm, root: str | Path, limit: int | None = None, batch_size: int
         cherrant = CharAnnotator(load_resources(find_resource_dir(root)))
     task_results, scores = {}, {}
     settings = {"limit": limit, "chat": chat, "max_new_tokens": max_new_tokens}
-    for task_id, records in tasks.items():
-        records = records[:limit] if limit is not None else records
-        prompts = [render_prompt(r) for r in records]
-        outputs = generate(lm, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
-                           add_bos=add_bos, progress=progress, desc=f"lawbench {task_id}")
-        entry = {"name": TASKS[task_id][1], "level": LEVELS[task_id.split("-")[0]], "n": len(records),
-                 "predictions": [{"prompt": p, "output": o, "answer": r["answer"]}
-                                 for p, o, r in zip(prompts, outputs, records)]}
-        task_results[task_id] = entry
-        try:
-            scored = score_task(task_id, outputs, [r["answer"] for r in records], prompts,
-                                source=str(root / f"{task_id}.json"), cherrant=cherrant)
-        except Exception as err:
-            entry["error"] = f"{type(err).__name__}: {err}"
+    selected = {task_id: records[:limit] if limit is not None else records for task_id, records in tasks.items()}
+    for chunk in generation_chunks({t: len(r) for t, r in selected.items()}, batch_size):
+        # Tasks smaller than a batch share their generation batches (a --limit 1 run: 20 prompts in 2 batches, not
+        # 20 runs of one); a full task is its own chunk. Each task is scored and kept in order after its chunk.
+        prompts = {t: [render_prompt(r) for r in selected[t]] for t in chunk}
+        pooled = [p for t in chunk for p in prompts[t]]
+        desc = f"lawbench {chunk[0]}" if len(chunk) == 1 else f"lawbench {chunk[0]}..{chunk[-1]}"
+        generated = generate(lm, pooled, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
+                             add_bos=add_bos, progress=progress, desc=desc)
+        for task_id in chunk:
+            records = selected[task_id]
+            outputs, generated = generated[:len(records)], generated[len(records):]
+            task_results[task_id] = {"name": TASKS[task_id][1], "level": LEVELS[task_id.split("-")[0]],
+                                     "n": len(records),
+                                     "predictions": [{"prompt": p, "output": o, "answer": r["answer"]}
+                                                     for p, o, r in zip(prompts[task_id], outputs, records)]}
+        for task_id in chunk:
+            entry, records = task_results[task_id], selected[task_id]
+            outputs = [p["output"] for p in entry["predictions"]]
+            try:
+                scored = score_task(task_id, outputs, [r["answer"] for r in records], prompts[task_id],
+                                    source=str(root / f"{task_id}.json"), cherrant=cherrant)
+            except Exception as err:
+                entry["error"] = f"{type(err).__name__}: {err}"
+                if keep is not None:  # with every generation of the chunk, the later tasks' unscored
+                    keep({"format": "lawbench", "partial": True, "tasks": task_results, **settings})
+                raise
+            scores[task_id] = 100.0 * scored.score
+            entry.update({"metric": scored.metric, "score": scores[task_id], "abstentions": scored.abstentions,
+                          "skipped": scored.skipped, **({"details": scored.details} if scored.details else {})})
+            for pred, s in zip(entry["predictions"], scored.per_item):
+                pred["score"] = s
             if keep is not None:
                 keep({"format": "lawbench", "partial": True, "tasks": task_results, **settings})
-            raise
-        scores[task_id] = 100.0 * scored.score
-        entry.update({"metric": scored.metric, "score": scores[task_id], "abstentions": scored.abstentions,
-                      "skipped": scored.skipped, **({"details": scored.details} if scored.details else {})})
-        for pred, s in zip(entry["predictions"], scored.per_item):
-            pred["score"] = s
-        if keep is not None:
-            keep({"format": "lawbench", "partial": True, "tasks": task_results, **settings})
     summary = aggregate_levels(scores)
     return {"format": "lawbench", "tasks": task_results, "levels": summary["levels"], "overall": summary["overall"],
             "n_tasks": summary["n_tasks"], "missing_tasks": summary["missing_tasks"], **settings,

@@ -9,6 +9,7 @@ Every JSON report records the model's and the data files' sha256, so a number ca
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -120,6 +121,19 @@ def float32_head(model) -> bool:
         return False
     model.set_output_embeddings(wrapper(head))
     return isinstance(model.get_output_embeddings(), wrapper)
+
+
+@contextlib.contextmanager
+def float32_head_while(model):
+    """float32_head for the duration of a block, the model's own head put back after it: the forgetting monitor's
+    measurements under a training run's autocast score as `yunshan eval` does and leave the trained model as it was."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    wrapped = head is not None and not isinstance(head, float32_head_class()) and float32_head(model)
+    try:
+        yield
+    finally:
+        if wrapped:
+            model.set_output_embeddings(head)
 
 
 @functools.cache

@@ -542,6 +542,7 @@ class EvalTask:
     path: str | None = None
     files: dict | None = None
     plot: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # model name -> wall seconds of this task
 
 
 @dataclass

@@ -23,6 +23,9 @@ def test_every_task_two_models_side_by_side(bench, llama_dir, pangu_dir, tmp_pat
     report = json.loads((out / "results.json").read_text(encoding="utf-8"))
     names = list(report["models"])
     assert names == [llama_dir.name, pangu_dir.name] and all(m["sha256"] for m in report["models"].values())
+    # each task's wall seconds per model, within the run's
+    for task in report["tasks"].values():
+        assert set(task["seconds"]) == set(names) and all(0 <= s <= report["seconds"] for s in task["seconds"].values())
 
     fin = report["tasks"]["fineval"]
     assert set(fin["files"]) >= {"subject_mapping.json", "val/accounting_val.csv", "dev/accounting_dev.csv"}

@@ -77,3 +77,30 @@ def test_the_real_civil_code_is_one_document():
     docs = read_documents(path)
     assert len(docs) == 1 and len(docs[0]) > 100_000
     assert len(read_documents(path, txt_document="paragraph")) > 1000
+
+
+def test_the_monitor_under_autocast_scores_as_yunshan_eval_and_puts_the_head_back(llama_dir, tmp_path):
+    """A bf16 training run's monitor measures under autocast with the output head in float32, exactly as `yunshan
+    eval --dtype auto` does, and leaves the model's own head in place for training to go on."""
+    from yunshan.eval.bpc import run_bpc
+    from yunshan.eval.loading import float32_head, float32_head_class, load_model
+    from yunshan.training.monitoring import bits_per_character, read_heldout
+
+    txt, _, _ = write_texts(tmp_path)
+    model = load_model(str(llama_dir))
+    head = model.model.get_output_embeddings()
+    docs = read_heldout([str(txt)], 10_000)
+    plain = bits_per_character(model.model, model.tokenizer, docs, max_length=64)
+    mixed = bits_per_character(model.model, model.tokenizer, docs, max_length=64, autocast=True)
+    assert model.model.get_output_embeddings() is head  # put back
+    assert mixed["bpc"] != plain["bpc"] and mixed["bpc"] == pytest.approx(plain["bpc"], rel=2e-2)
+    # yunshan eval's own computation under autocast (a float32 head installed for good)
+    reference = load_model(str(llama_dir))
+    reference.autocast = True
+    assert float32_head(reference.model) and isinstance(reference.model.get_output_embeddings(), float32_head_class())
+    with reference.compute():
+        expected = run_bpc(reference, {"txt": txt}, max_length=64)["files"]["txt"]["bpc"]
+    assert mixed["bpc"] == pytest.approx(expected, rel=1e-9)
+    # a head already in float32 stays as it is
+    bits_per_character(reference.model, reference.tokenizer, docs, max_length=64, autocast=True)
+    assert isinstance(reference.model.get_output_embeddings(), float32_head_class())

@@ -369,7 +369,8 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
     callbacks = [logger, *(callbacks or [])]
     monitor = None
     if run.heldout:
-        monitor = ForgettingMonitor(run.tokenizer, run.heldout, recipe.monitor.every_steps, run.monitor_length, logger)
+        monitor = ForgettingMonitor(run.tokenizer, run.heldout, recipe.monitor.every_steps, run.monitor_length, logger,
+                                    autocast=run.precision == "bfloat16")
         callbacks.append(monitor)
     controller = None
     if run.warmup_on:
@@ -458,12 +459,10 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
 
 def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool) -> dict:
     """Bits per character of each held-out set (the forgetting monitor's computation)."""
-    import torch
-
     from yunshan.training.monitoring import bits_per_character
 
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        return {name: bits_per_character(model, tokenizer, docs, max_length)["bpc"] for name, docs in heldout.items()}
+    return {name: bits_per_character(model, tokenizer, docs, max_length, autocast=autocast)["bpc"]
+            for name, docs in heldout.items()}
 
 
 # Fewer training tokens than this per new token, and the new rows are barely trained (YunShan: 36.5B tokens for

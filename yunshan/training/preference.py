@@ -522,7 +522,8 @@ def build_trainer(run: PrefRun, callbacks: list | None = None):
     extra = []
     if run.bpc_texts:
         bpc = ForgettingMonitor(run.tokenizer, run.bpc_texts, recipe.monitor.every_steps,
-                                recipe.monitor.max_length or recipe.data.max_length, logger)
+                                recipe.monitor.max_length or recipe.data.max_length, logger,
+                                autocast=run.precision == "bfloat16")
         extra.append(bpc)
     kwargs = {"ref_model": run.ref_model} if recipe.method not in REFERENCE_FREE else {}
     trainer = make_trainer_class(recipe.method)(
