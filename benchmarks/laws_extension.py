@@ -165,6 +165,8 @@ def main() -> int:
                         help=f"runs to do now ({', '.join(VARIANTS)}, or nK: K new tokens)")
     parser.add_argument("--heldout-chars", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
+    parser.add_argument("--out", default=None, help=f"results folder (default {RESULTS.relative_to(ROOT)}/full, "
+                        "or .../quick with --quick): another model's runs beside the recorded ones")
     parser.add_argument("--trained", action="append", default=[], metavar="STEPS_VARIANT=FOLDER", help=(
         "take an identical run already trained instead of training it again, e.g. "
         "40_capped=runs/smollm2-135m-laws/04_cpt (the laws recipe's own CPT stage: same budget, tokenizer and "
@@ -194,7 +196,7 @@ def main() -> int:
     recipe = load_pipeline(model_dir)
     c = recipe.cpt
     tokens_per_step = c.training.per_device_batch_size * c.training.gradient_accumulation_steps * c.data.seq_len
-    out = RESULTS / ("quick" if args.quick else "full")
+    out = Path(args.out) if args.out else RESULTS / ("quick" if args.quick else "full")
     out.mkdir(parents=True, exist_ok=True)
     partial = out / "partial.json"
     results = json.loads(partial.read_text()) if partial.is_file() else {}
