@@ -268,18 +268,18 @@ def run_lawbench(lm, root: str | Path, limit: int | None = None, batch_size: int
         desc = f"lawbench {chunk[0]}" if len(chunk) == 1 else f"lawbench {chunk[0]}..{chunk[-1]}"
         generated = generate(lm, pooled, max_new_tokens=max_new_tokens, batch_size=batch_size, chat=chat,
                              add_bos=add_bos, progress=progress, desc=desc)
+        outputs = {}
         for task_id in chunk:
             records = selected[task_id]
-            outputs, generated = generated[:len(records)], generated[len(records):]
+            outputs[task_id], generated = generated[:len(records)], generated[len(records):]
             task_results[task_id] = {"name": TASKS[task_id][1], "level": LEVELS[task_id.split("-")[0]],
                                      "n": len(records),
                                      "predictions": [{"prompt": p, "output": o, "answer": r["answer"]}
-                                                     for p, o, r in zip(prompts[task_id], outputs, records)]}
+                                                     for p, o, r in zip(prompts[task_id], outputs[task_id], records)]}
         for task_id in chunk:
             entry, records = task_results[task_id], selected[task_id]
-            outputs = [p["output"] for p in entry["predictions"]]
             try:
-                scored = score_task(task_id, outputs, [r["answer"] for r in records], prompts[task_id],
+                scored = score_task(task_id, outputs[task_id], [r["answer"] for r in records], prompts[task_id],
                                     source=str(root / f"{task_id}.json"), cherrant=cherrant)
             except Exception as err:
                 entry["error"] = f"{type(err).__name__}: {err}"

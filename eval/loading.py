@@ -128,7 +128,7 @@ def float32_head_while(model):
     """float32_head for the duration of a block, the model's own head put back after it: the forgetting monitor's
     measurements under a training run's autocast score as `yunshan eval` does and leave the trained model as it was."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    wrapped = head is not None and not isinstance(head, float32_head_class()) and float32_head(model)
+    wrapped = not isinstance(head, float32_head_class()) and float32_head(model)  # False: nothing to put back
     try:
         yield
     finally:

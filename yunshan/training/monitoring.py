@@ -47,9 +47,10 @@ def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512
     try:
         lm = LoadedModel(name="training", path="", model=model, tokenizer=tokenizer, sha256=None, autocast=autocast)
         ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-        # Without `autocast`, whatever the caller set stays in force (nothing is switched off).
-        with (lm.compute() if autocast else contextlib.nullcontext()), \
-                (float32_head_while(model) if autocast else contextlib.nullcontext()):
+        with contextlib.ExitStack() as precision:
+            if autocast:  # without it, whatever the caller set stays in force (nothing is switched off)
+                precision.enter_context(lm.compute())
+                precision.enter_context(float32_head_while(model))
             nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size)
     finally:
         model.train(was_training)
