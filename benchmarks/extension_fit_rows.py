@@ -12,10 +12,11 @@ of output rows: none, the new rows (what the recipe does), + the first piece of 
 whole head. Bits per character at step 0 of the first 4,000 characters of the Civil Code and of the bundled general
 text (the CPT monitor's computation: 512-token windows, bf16 autocast with a float32 head where the CPU has fast
 bf16), beside the base model with its own tokenizer. If refitting the whole head leaves most of the cost, the cost is
-on the input side. With --distill-steps N the new INPUT rows are first fitted for N steps (token distillation: 4
-laws texts of ~1,200 characters a step, Adam at --distill-lr on the new rows only) so that the frozen body's final
-hidden states at the end of every extended token match the base model's at the end of the same characters with its
-own tokenizer (squared error at the aligned positions). Prints a markdown table and writes JSON (--out).
+on the input side. With --distill-steps N the new INPUT rows are first fitted for N steps by the token distillation
+`yunshan cpt` runs with warmup.distill_steps (yunshan.training.embedding_warmup.distill_new_rows: the frozen body's
+states after every extended token pulled to its states after the same characters with the base tokenizer, through
+the first --distill-layers decoder layers, 4 texts a step, Adam at --distill-lr on the new rows only), on the texts
+of the same 16 laws sequences, then the output rows are fitted as above. Prints a markdown table and writes JSON (--out).
 """
 
 from __future__ import annotations
@@ -53,66 +54,6 @@ def sequences_of(path: Path, tokenizer, n: int, length: int = 512) -> list[list[
     return out
 
 
-def aligned_texts(tokenizer, base_tokenizer, n: int, size: int = 1200, length: int = 512) -> list[tuple]:
-    """`n` laws texts of `size` characters as (extended ids, base ids, extended positions, base positions): the
-    positions where an extended token and a base token end at the same character (every extended token end, for a
-    continued BPE whose merges only join base tokens)."""
-    from yunshan.data.records import read_texts
-
-    out = []
-    for _, text in read_texts(str(REALDATA / "laws/laws.jsonl.zst"), "corpus"):
-        for start in range(0, len(text) - size // 2, size):
-            piece = text[start:start + size]
-            ext = tokenizer(piece, return_offsets_mapping=True, add_special_tokens=False)
-            base = base_tokenizer(piece, return_offsets_mapping=True, add_special_tokens=False)
-            ends = {end: i for i, (_, end) in enumerate(base["offset_mapping"])}
-            js = [j for j, (_, end) in enumerate(ext["offset_mapping"][:length]) if end in ends]
-            if not js:
-                continue
-            is_ = [ends[ext["offset_mapping"][j][1]] for j in js]
-            out.append((ext["input_ids"][:length], base["input_ids"][:max(is_) + 1], js, is_))
-            if len(out) == n:
-                return out
-    return out
-
-
-def distill_input_rows(model, new_ids: list[int], texts: list[tuple], steps: int, lr: float, autocast: bool,
-                       batch: int = 4) -> list[float]:
-    """Token distillation of the new input rows (module docstring); returns the squared error per step."""
-    import torch
-
-    body, weight = model.base_model, model.get_input_embeddings().weight
-    mask = torch.zeros(weight.shape[0], 1)
-    mask[new_ids] = 1
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    for p in trainable:
-        p.requires_grad_(False)
-    weight.requires_grad_(True)
-    optimizer = torch.optim.Adam([weight], lr=lr)  # the other rows get no gradient, so Adam leaves them as they are
-    errors = []
-    try:
-        for step in range(steps):
-            optimizer.zero_grad()
-            total = 0.0
-            for k in range(batch):
-                ext_ids, base_ids, js, is_ = texts[(step * batch + k) % len(texts)]
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                    with torch.no_grad():
-                        target = body(input_ids=torch.tensor([base_ids])).last_hidden_state[0].float()[is_]
-                    states = body(input_ids=torch.tensor([ext_ids])).last_hidden_state[0].float()[js]
-                loss = ((states - target) ** 2).sum(-1).mean()
-                (loss / batch).backward()
-                total += loss.item() / batch
-            weight.grad *= mask
-            optimizer.step()
-            errors.append(total)
-    finally:
-        weight.requires_grad_(False)
-        for p in trainable:
-            p.requires_grad_(True)
-    return errors
-
-
 def load(model_dir: Path, untie: bool):
     import torch
     from transformers import AutoModelForCausalLM
@@ -136,6 +77,8 @@ def main(argv=None) -> int:
     parser.add_argument("--chars", type=int, default=4000, help="held-out characters of each text")
     parser.add_argument("--distill-steps", type=int, default=0, help="token distillation steps of the new input rows")
     parser.add_argument("--distill-lr", type=float, default=3e-3, help="its Adam learning rate")
+    parser.add_argument("--distill-layers", type=int, default=0,
+                        help="distil through the first N decoder layers only (0: all)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/extension_fit_rows.json"))
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
@@ -149,7 +92,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoTokenizer
 
-    from yunshan.training.embedding_warmup import fit_new_rows
+    from yunshan.training.embedding_warmup import aligned_pairs, distill_new_rows, fit_new_rows
     from yunshan.training.models import fast_bf16, grow_embeddings
     from yunshan.training.monitoring import bits_per_character, read_heldout
 
@@ -166,8 +109,8 @@ def main(argv=None) -> int:
     results = {"model": model_dir.name, "tokenizer": str(args.tokenizer), "untied": args.untie, "chars": args.chars,
                "precision": f"{'bfloat16 autocast' if autocast else 'float32'} ({why})",
                "base": measure(load(model_dir, False), base_tok), "variants": {},
-               "distill": {"steps": args.distill_steps, "lr": args.distill_lr}}
-    distill_texts = aligned_texts(ext_tok, base_tok, 96) if args.distill_steps else []
+               "distill": {"steps": args.distill_steps, "lr": args.distill_lr, "layers": args.distill_layers}}
+    distill_texts = aligned_pairs(sequences[:16], ext_tok, base_tok) if args.distill_steps else []
     for variant in variants:
         model = load(model_dir, args.untie)
         new_ids = grow_embeddings(model, base_tok, ext_tok)
@@ -177,9 +120,9 @@ def main(argv=None) -> int:
                 "all": list(range(len(ext_tok)))}[variant]
         started = time.perf_counter()
         if args.distill_steps:
-            errors = distill_input_rows(model, new_ids, distill_texts, args.distill_steps, args.distill_lr, autocast)
-            results["distill"]["errors"] = errors
-            print(f"distilled the input rows: squared error {errors[0]:.1f} -> {errors[-1]:.1f}", flush=True)
+            results["distill"].update(distill_new_rows(model, new_ids, distill_texts, steps=args.distill_steps,
+                                                       lr=args.distill_lr, layers=args.distill_layers,
+                                                       autocast=autocast))
         fit = fit_new_rows(model, rows, sequences, rounds=1, epochs=3, lr=3e-3, autocast=autocast) if rows else None
         results["variants"][variant] = {"rows": len(rows), "bpc": measure(model, ext_tok),
                                         "fit": fit and fit["rounds"][0], "seconds": time.perf_counter() - started}

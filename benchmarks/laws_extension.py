@@ -18,6 +18,9 @@ SmolLM2-135M-Instruct at each budget in three variants:
 - `nK` (e.g. `n200`): exactly K new tokens, the first K of the same continued BPE: a sweep of the extension's size,
   which is what sets the cap (training tokens per new token at which the extension stops costing).
 
+With `--distill-steps N` the extended runs first fit their new input rows by N steps of token distillation
+(warmup.distill_steps; through the first --distill-layers decoder layers), recorded as `nK + distillation N`.
+
 After training: bits per character of the first --heldout-chars characters of the held-out Civil Code
 (laws/civil_code.txt, one continuous document) and of the bundled general held-out text, and tokens per character,
 beside the base model's. The rule the cap serves: at every budget the extended model ends no worse on the Civil
@@ -54,10 +57,12 @@ def size_of(variant: str) -> int | None:
     return int(variant[1:]) if variant.startswith("n") and variant[1:].isdigit() else None
 
 
-def variant_order(variant: str) -> tuple[int, int]:
-    """Table order: none, the sized runs by size, capped, uncapped."""
+def variant_order(variant: str) -> tuple[int, int, int]:
+    """Table order: none, the sized runs by size, capped, uncapped; each without distillation first."""
+    variant, _, distilled = variant.partition(" + distillation ")
     size = size_of(variant)
-    return (1, size) if size is not None else ({"none": 0, "capped": 2, "uncapped": 3}[variant], 0)
+    return ((1, size) if size is not None else ({"none": 0, "capped": 2, "uncapped": 3}[variant], 0)) + \
+        (int(distilled or 0),)
 
 
 def check_variant(variant: str) -> str:
@@ -97,7 +102,8 @@ def measure(model, tokenizer, docs: dict, autocast: bool) -> dict:
     return out
 
 
-def train(recipe, model_dir: Path, tok_dir: Path | None, steps: int, out: Path) -> dict:
+def train(recipe, model_dir: Path, tok_dir: Path | None, steps: int, out: Path, distill: tuple[int, int] = (0, 8)
+          ) -> dict:
     from yunshan.training.arguments import TokenizerArgs
     from yunshan.training.cpt import run_cpt
 
@@ -108,7 +114,8 @@ def train(recipe, model_dir: Path, tok_dir: Path | None, steps: int, out: Path) 
                                      save_steps=10 ** 6),
         # the recipe's share of the budget for the warm-up (10 of 40 steps), at every budget
         warmup=dataclasses.replace(c.warmup, enabled="true" if tok_dir else "false",
-                                   steps=max(1, round(steps * c.warmup.steps / c.training.max_steps))))
+                                   steps=max(1, round(steps * c.warmup.steps / c.training.max_steps)),
+                                   distill_steps=distill[0], distill_layers=distill[1]))
     started = time.perf_counter()
     summary = run_cpt(cpt)
     report = json.loads((out / "data_report.json").read_text())
@@ -164,6 +171,10 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"runs to do now ({', '.join(VARIANTS)}, or nK: K new tokens)")
     parser.add_argument("--heldout-chars", type=int, default=20000)
+    parser.add_argument("--distill-steps", type=int, default=0, help=(
+        "warmup.distill_steps of the extended runs (token distillation of the new input rows before the output-row "
+        "fit); their keys and table rows say `+ distillation N`"))
+    parser.add_argument("--distill-layers", type=int, default=8, help="warmup.distill_layers of those runs")
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script, not the claim")
     parser.add_argument("--out", default=None, help=f"results folder (default {RESULTS.relative_to(ROOT)}/full, "
                         "or .../quick with --quick): another model's runs beside the recorded ones")
@@ -214,7 +225,8 @@ def main() -> int:
     for steps in budgets:
         budget = steps * tokens_per_step
         for variant in variants:
-            key = f"{steps}_{variant}"
+            distilled = args.distill_steps if variant != "none" else 0
+            key = f"{steps}_{variant}" + (f"_d{distilled}" if distilled else "")
             if key in results["runs"]:
                 print(key, "done in an earlier invocation", flush=True)
                 continue
@@ -240,7 +252,7 @@ def main() -> int:
                 folder = trained[key]
                 run = adopted(folder, new_tokens)
             else:
-                run = train(recipe, model_dir, tok, steps, folder)
+                run = train(recipe, model_dir, tok, steps, folder, (distilled, args.distill_layers))
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
             run["final"] = measure(model, AutoTokenizer.from_pretrained(folder), docs, autocast)
             del model
@@ -253,7 +265,8 @@ def main() -> int:
                 shutil.rmtree(out / "runs" / key / heavy, ignore_errors=True)
             for weights in (out / "runs" / key).glob("*.safetensors"):
                 weights.unlink()
-            run.update(variant=variant, steps_planned=steps, new_tokens=new_tokens)
+            run.update(variant=variant + (f" + distillation {distilled}" if distilled else ""), steps_planned=steps,
+                       new_tokens=new_tokens)
             results["runs"][key] = run
             partial.write_text(json.dumps(results, indent=2))
             print(key, {k: round(v["bpc"], 4) for k, v in run["final"].items()}, f"{run['seconds']:.0f}s", flush=True)

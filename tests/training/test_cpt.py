@@ -433,6 +433,76 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
     assert [r["step"] for r in log if r.get("event") == "warmup_end"] == [3]
 
 
+def test_token_distillation_moves_only_the_new_input_rows_and_lowers_its_loss(setup, tied_llama):
+    """aligned_pairs: every extended token ends where a base token ends (a continued BPE), and the texts up to two
+    aligned positions are the same. distill_new_rows: its first loss is the squared error computed by hand through
+    the first decoder layer and the final norm; the loss falls; only the new rows move; the model is given back
+    whole (its layers, requires_grad)."""
+    import copy
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.training.embedding_warmup import aligned_pairs, distill_new_rows
+    from yunshan.training.models import grow_embeddings
+
+    root, files, _, _ = setup
+    base, tok_ext = tied_llama
+    base_tok, ext_tok = AutoTokenizer.from_pretrained(base), AutoTokenizer.from_pretrained(tok_ext)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    new_ids = grow_embeddings(model, base_tok, ext_tok)
+    texts = [t for t in (json.loads(line)["text"] for line in open(files["mid"]))
+             if len(ext_tok(t)["input_ids"]) < len(base_tok(t)["input_ids"])][:3]  # texts with new tokens
+    sequences = [ext_tok(texts[0])["input_ids"] + [ext_tok.eos_token_id] + ext_tok(texts[1])["input_ids"],
+                 ext_tok(texts[2])["input_ids"]]
+    pairs = aligned_pairs(sequences, ext_tok, base_tok)
+    assert len(pairs) == 3  # split at the end-of-text token
+    for ext_ids, base_ids, js, is_ in pairs:
+        assert js == list(range(len(ext_ids))) and len(base_ids) > len(ext_ids)
+        assert any(i in new_ids for i in ext_ids)
+        for j, i in zip(js[::7], is_[::7]):
+            assert ext_tok.decode(ext_ids[:j + 1]) == base_tok.decode(base_ids[:i + 1])
+    ext_ids, base_ids, js, is_ = pairs[0]
+    one_layer = copy.deepcopy(model)
+    one_layer.model.layers = one_layer.model.layers[:1]
+    with torch.no_grad():
+        target = one_layer.model(input_ids=torch.tensor([base_ids])).last_hidden_state[0][is_]
+        states = one_layer.model(input_ids=torch.tensor([ext_ids])).last_hidden_state[0][js]
+    by_hand = ((states - target) ** 2).sum(-1).mean().item()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    report = distill_new_rows(model, new_ids, pairs[:1], steps=30, lr=1e-2, layers=1, batch=1, log=lambda *_: None)
+    assert report["loss_first"] == pytest.approx(by_hand, rel=1e-5)
+    assert report["loss_last"] < 0.5 * report["loss_first"] and report["layers"] == 1
+    assert len(model.model.layers) == 2 and all(p.requires_grad for p in model.parameters())
+    for name, param in model.named_parameters():
+        if name == "model.embed_tokens.weight":
+            n = len(base_tok)
+            assert torch.equal(param[:n], before[name][:n]) and not torch.equal(param[n:], before[name][n:])
+        else:
+            assert torch.equal(param, before[name]), name
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight  # still tied
+
+
+def test_cpt_distils_the_new_rows_before_the_fit_when_asked(setup, tied_llama, tmp_path):
+    """warmup.distill_steps runs the token distillation on the fit's sequences and the data report says so."""
+    base, tok_ext = tied_llama
+    reports = {}
+    for steps in (0, 3):
+        data = recipe_dict(setup, tmp_path / f"d{steps}", max_steps=3, save_steps=100)
+        data["model"] = {"name_or_path": str(base)}
+        data["tokenizer"] = {"path": str(tok_ext)}
+        data["monitor"]["every_steps"] = 0
+        data["warmup"] = {"steps": 1, "fit_sequences": 4, "until_base_bpc": False, "distill_steps": steps,
+                          "distill_layers": 1}
+        run_cpt(load_recipe(CptArgs, data=data))
+        reports[steps] = json.loads((tmp_path / f"d{steps}/data_report.json").read_text())["embedding_warmup"]
+    assert reports[0]["distillation"] is None
+    distilled = reports[3]["distillation"]
+    assert distilled["steps"] == 3 and distilled["layers"] == 1 and distilled["texts"] >= 4
+    assert 0 < distilled["loss_first"] < float("inf") and 0 < distilled["loss_last"] < float("inf")
+    # the fit starts from the distilled rows: its first cross-entropy differs from the undistilled run's
+    assert reports[3]["fit"]["rounds"][0]["loss_before"] != reports[0]["fit"]["rounds"][0]["loss_before"]
+
+
 def test_warmup_ends_when_heldout_bpc_reaches_the_base_and_reports_the_cost(setup, tied_llama, tmp_path,
                                                                             monkeypatch):
     """The switch fires at the first check where every held-out bits/char is at or below the base model's. A random

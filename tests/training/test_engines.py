@@ -177,8 +177,8 @@ def world(tmp_path_factory):
 
 
 def cpt_recipe(world, out: Path, per_device_batch_size: int, **training) -> dict:
-    """Full continual pretraining of the PanGu-π on the extended tokenizer: 2 warm-up steps (fitted output rows,
-    then only the new rows train, base rows masked), then 4 steps of everything, a checkpoint every 2 steps and
+    """Full continual pretraining of the PanGu-π on the extended tokenizer: 2 warm-up steps (new input rows
+    distilled for 2 steps through the first layer, fitted output rows, then only the new rows train, base rows masked), then 4 steps of everything, a checkpoint every 2 steps and
     held-out bits/char every 2 steps."""
     root, files = world["root"], world["files"]
     return {
@@ -192,7 +192,7 @@ def cpt_recipe(world, out: Path, per_device_batch_size: int, **training) -> dict
                      "learning_rate": 3e-3, "warmup_steps": 1, "save_steps": 2, "save_total_limit": 10,
                      "logging_steps": 1, "precision": "fp32", **training},
         "monitor": {"every_steps": 2, "general": [str(world["heldout"])], "max_chars": 1500},
-        "warmup": {"steps": 2, "fit_sequences": 4, "until_base_bpc": False},
+        "warmup": {"steps": 2, "fit_sequences": 4, "until_base_bpc": False, "distill_steps": 2, "distill_layers": 1},
     }
 
 
@@ -295,6 +295,7 @@ def test_cpt_follows_one_process(world, one_process, tmp_path, engine):
     launch(engine, "cpt", recipe)
     report = assert_engine(out, engine)
     assert report["embedding_warmup"]["steps"] == 2 and report["steps"] == 6
+    assert report["embedding_warmup"]["distillation"]["steps"] == 2
     assert_curves_match(reference, out, keys=("loss", "grad_norm"))  # the norm shows what trained in the warm-up
     assert_curves_match(reference, out, keys=("bpc_general",), event="bpc")
     assert [r["step"] for r in log_rows(out, "bpc")] == [0, 2, 4, 6]  # measured by every process, logged once

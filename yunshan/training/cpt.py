@@ -198,6 +198,7 @@ class CptRun:
     new_ids: list[int]
     cost: dict  # the extension's step-0 cost (base model, new rows as initialised), when measured
     fit_report: dict | None
+    distill_report: dict | None = None
 
 
 @dataclass
@@ -221,7 +222,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.embedding_warmup import (
-        FIT_FILE, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows, warmup_budget, warmup_running)
+        FIT_FILE, aligned_pairs, distill_new_rows, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
+        warmup_budget, warmup_running)
     from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
@@ -311,12 +313,18 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         cost = from_main_process(cost)
     fit_report = None
     fit_file = ckpt_dir / FIT_FILE
-    if warmup_on and warm.fit and resume_from is None:
+    distill_report = None
+    if warmup_on and (warm.fit or warm.distill_steps) and resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
         sequences = [item["input_ids"].tolist() for _, item in zip(range(warm.fit_sequences),
                                                                     build_stream(recipe, tokenizer))]
         with gathered(model.parameters(), modify=True):
-            if here:
+            if here and warm.distill_steps:
+                distill_report = distill_new_rows(
+                    model, new_ids, aligned_pairs(sequences, tokenizer, base_tokenizer), steps=warm.distill_steps,
+                    lr=warm.distill_learning_rate, layers=warm.distill_layers, autocast=autocast,
+                    log=print if rank_zero else (lambda *_: None))
+            if here and warm.fit:
                 fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
                                           lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
                                           log=print if rank_zero else (lambda *_: None))
@@ -347,7 +355,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
                   warmup_steps=warmup_steps, plan=plan,
                   resume_from=resume_from, tokenizer=tokenizer, stream=stream, heldout=heldout,
                   monitor_length=monitor_length, targs=targs, model=model, new_ids=new_ids, cost=cost,
-                  fit_report=fit_report)
+                  fit_report=fit_report, distill_report=distill_report)
 
 
 def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
@@ -440,7 +448,7 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
                 report.extension_cost = _cost_with_step0(json.loads(cost_file.read_text()), out / "log.jsonl")
         if trained.controller is not None:
             report.embedding_warmup = {**trained.controller.report(run.tokens_per_step, run.total_steps),
-                                       "fit": run.fit_report}
+                                       "fit": run.fit_report, "distillation": run.distill_report}
         report.resumes = run.plan.resumes or None
         if trained.monitor is not None:
             summary["bpc"] = trained.monitor.history
