@@ -16,7 +16,8 @@ on the input side. With --distill-steps N the new INPUT rows are first fitted fo
 `yunshan cpt` runs with warmup.distill_steps (yunshan.training.embedding_warmup.distill_new_rows: the frozen body's
 states after every extended token pulled to its states after the same characters with the base tokenizer, through
 the first --distill-layers decoder layers, 4 texts a step, Adam at --distill-lr on the new rows only), on the texts
-of the same 16 laws sequences, then the output rows are fitted as above. Prints a markdown table and writes JSON (--out).
+of the same 16 laws sequences, then the output rows are fitted as above. Prints a markdown table and writes JSON
+(--out).
 """
 
 from __future__ import annotations

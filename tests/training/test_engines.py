@@ -178,8 +178,8 @@ def world(tmp_path_factory):
 
 def cpt_recipe(world, out: Path, per_device_batch_size: int, **training) -> dict:
     """Full continual pretraining of the PanGu-π on the extended tokenizer: 2 warm-up steps (new input rows
-    distilled for 2 steps through the first layer, fitted output rows, then only the new rows train, base rows masked), then 4 steps of everything, a checkpoint every 2 steps and
-    held-out bits/char every 2 steps."""
+    distilled for 2 steps through the first layer, fitted output rows, then only the new rows train, base rows
+    masked), then 4 steps of everything, a checkpoint every 2 steps and held-out bits/char every 2 steps."""
     root, files = world["root"], world["files"]
     return {
         "model": {"name_or_path": str(root / "pangu")},

@@ -280,8 +280,10 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     and 100 new laws tokens, refitting the whole output head leaves 6.00 bits/char of the 6.96 as initialised, the
     base model 4.87): the body has never read the merged token at one position; the mean of its pieces' rows is a
     poor stand-in. The method is Dobler, Elliott and de Melo's "Token Distillation: Attention-aware Input Embeddings
-    for New Tokens" (arXiv 2505.20133); written here because no installable library does it. Returns the mean loss of the first and of the last pass over the texts (steps_averaged
-    steps each), the steps and seconds."""
+    for New Tokens" (arXiv 2505.20133); written here because no installable library does it.
+
+    Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps
+    and the seconds."""
     started = time.perf_counter()
     if not pairs or not steps:
         if steps:
