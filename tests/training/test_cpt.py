@@ -435,7 +435,7 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
 
 def test_token_distillation_moves_only_the_new_input_rows_and_lowers_its_loss(setup, tied_llama):
     """aligned_pairs: every extended token ends where a base token ends (a continued BPE), and the texts up to two
-    aligned positions are the same. distill_new_rows: its first loss is the squared error computed by hand through
+    aligned positions are the same; a tokenizer without character offsets is refused. distill_new_rows: its first loss is the squared error computed by hand through
     the first decoder layer and the final norm; the loss falls; only the new rows move; the model is given back
     whole (its layers, requires_grad)."""
     import copy
@@ -461,6 +461,8 @@ def test_token_distillation_moves_only_the_new_input_rows_and_lowers_its_loss(se
         assert any(i in new_ids for i in ext_ids)
         for j, i in zip(js[::7], is_[::7]):
             assert ext_tok.decode(ext_ids[:j + 1]) == base_tok.decode(base_ids[:i + 1])
+    with pytest.raises(ValueError, match="base tokenizer .* not a fast"):
+        aligned_pairs(sequences, ext_tok, type("SlowTokenizer", (), {"is_fast": False})())
     ext_ids, base_ids, js, is_ = pairs[0]
     one_layer = copy.deepcopy(model)
     one_layer.model.layers = one_layer.model.layers[:1]

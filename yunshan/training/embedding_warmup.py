@@ -241,6 +241,11 @@ def aligned_pairs(sequences: list[list[int]], tokenizer, base_tokenizer, min_cha
     and by the base tokenizer, with the positions where a token of each ends at the same character: (extended ids,
     base ids, extended positions, base positions). A continued BPE only joins base tokens, so every extended token
     ends where a base token does; positions whose ends differ are left out."""
+    for name, tok in (("the extended tokenizer", tokenizer), ("the base tokenizer", base_tokenizer)):
+        if not getattr(tok, "is_fast", False):
+            raise ValueError(f"warmup.distill_steps: {name} ({type(tok).__name__}) is not a fast (Rust) tokenizer, so "
+                             "it gives no character offsets to align the two tokenisations; save it with a "
+                             "tokenizer.json (transformers converts most slow tokenizers) or set warmup.distill_steps: 0")
     special = set(tokenizer.all_special_ids)
     pairs = []
     for ids in sequences:
