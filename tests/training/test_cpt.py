@@ -435,9 +435,9 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
 
 def test_token_distillation_moves_only_the_new_input_rows_and_lowers_its_loss(setup, tied_llama):
     """aligned_pairs: every extended token ends where a base token ends (a continued BPE), and the texts up to two
-    aligned positions are the same; a tokenizer without character offsets is refused. distill_new_rows: its first loss is the squared error computed by hand through
-    the first decoder layer and the final norm; the loss falls; only the new rows move; the model is given back
-    whole (its layers, requires_grad)."""
+    aligned positions are the same; a tokenizer without character offsets is refused. distill_new_rows: its first
+    loss is the squared error computed by hand through the first decoder layer and the final norm; the loss falls;
+    only the new rows move; the model is given back whole (its layers, requires_grad)."""
     import copy
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
