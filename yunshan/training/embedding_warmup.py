@@ -36,6 +36,7 @@ rows to a frozen model or phases a Trainer run this way (PEFT's trainable tokens
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -262,9 +263,9 @@ def aligned_pairs(sequences: list[list[int]], tokenizer, base_tokenizer, min_cha
             base = base_tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
             ends = {end: i for i, (_, end) in enumerate(base["offset_mapping"])}
             js = [j for j, (_, end) in enumerate(ext["offset_mapping"]) if end in ends]
+            is_ = [ends[ext["offset_mapping"][j][1]] for j in js]
             if js:
-                pairs.append((ext["input_ids"], base["input_ids"][:ends[ext["offset_mapping"][js[-1]][1]] + 1], js,
-                              [ends[ext["offset_mapping"][j][1]] for j in js]))
+                pairs.append((ext["input_ids"], base["input_ids"][:is_[-1] + 1], js, is_))
     return pairs
 
 
@@ -272,6 +273,32 @@ def _decoder_layers(decoder):
     """The decoder's list of layers (transformers' Llama-style `layers`, PanGu-pi's and OTCE's), or None."""
     layers = getattr(decoder, "layers", None)
     return layers if isinstance(layers, torch.nn.ModuleList) else None
+
+
+@contextlib.contextmanager
+def only_rows_train(model, matrices: list[torch.Tensor], new_ids: list[int]):
+    """For the block: every weight of `model` frozen except `matrices`, whose gradient outside the rows of `new_ids`
+    is zeroed (so Adam without weight decay leaves those rows exactly as they were), and eval mode (no dropout: the
+    rows fit the model as it will be used). requires_grad, the hooks and the mode are given back after it."""
+    keep = torch.zeros(matrices[0].shape[0], 1, dtype=matrices[0].dtype, device=matrices[0].device)
+    keep[torch.tensor(sorted(new_ids))] = 1
+    trainable = {name: p.requires_grad for name, p in model.named_parameters()}
+    was_training = model.training
+    hooks = []
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for matrix in matrices:
+        matrix.requires_grad_(True)
+        hooks.append(matrix.register_hook(lambda grad: grad * keep[:grad.shape[0]].to(grad.dtype)))
+    model.eval()
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        for name, param in model.named_parameters():
+            param.requires_grad_(trainable[name])
+        model.train(was_training)
 
 
 def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: int, lr: float, layers: int = 0,
@@ -302,40 +329,28 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     else:
         layers = 0
     device = weight.device
-    mask = torch.zeros(weight.shape[0], 1, device=device)
-    mask[torch.tensor(sorted(new_ids))] = 1
-    frozen = [p for p in model.parameters() if p.requires_grad]
-    for p in frozen:
-        p.requires_grad_(False)
-    weight.requires_grad_(True)
-    was_training = model.training
-    model.eval()
-    optimizer = torch.optim.Adam([weight], lr=lr)  # the other rows get no gradient, so Adam leaves them as they are
+    optimizer = torch.optim.Adam([weight], lr=lr)
     losses = []
     try:
-        for step in range(steps):
-            optimizer.zero_grad()
-            total = 0.0
-            for k in range(batch):
-                ext_ids, base_ids, js, is_ = pairs[(step * batch + k) % len(pairs)]
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                    with torch.no_grad():
-                        target = decoder(input_ids=torch.tensor([base_ids], device=device)).last_hidden_state[0]
-                    states = decoder(input_ids=torch.tensor([ext_ids], device=device)).last_hidden_state[0]
-                loss = ((states[js].float() - target[is_].float()) ** 2).sum(-1).mean()
-                (loss / batch).backward()
-                total += loss.item() / batch
-            weight.grad *= mask
-            optimizer.step()
-            losses.append(total)
+        with only_rows_train(model, [weight], new_ids):
+            for step in range(steps):
+                optimizer.zero_grad()
+                total = 0.0
+                for k in range(batch):
+                    ext_ids, base_ids, js, is_ = pairs[(step * batch + k) % len(pairs)]
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                        with torch.no_grad():
+                            target = decoder(input_ids=torch.tensor([base_ids], device=device)).last_hidden_state[0]
+                        states = decoder(input_ids=torch.tensor([ext_ids], device=device)).last_hidden_state[0]
+                    loss = ((states[js].float() - target[is_].float()) ** 2).sum(-1).mean()
+                    (loss / batch).backward()
+                    total += loss.item() / batch
+                optimizer.step()
+                losses.append(total)
     finally:
         if stack is not None:
             decoder.layers = stack
         weight.grad = None
-        weight.requires_grad_(False)
-        for p in frozen:
-            p.requires_grad_(True)
-        model.train(was_training)
     # the texts differ from step to step: the loss is compared over a pass of the texts at the start and at the end
     per_pass = min(steps, max(1, -(-len(pairs) // batch)))
     first, last = sum(losses[:per_pass]) / per_pass, sum(losses[-per_pass:]) / per_pass
@@ -371,20 +386,9 @@ def train_new_rows(model, new_ids: list[int], batches, *, lr: float, autocast: b
     embed = model.get_input_embeddings().weight
     head = model.get_output_embeddings()
     matrices = [embed] + ([head.weight] if head is not None and head.weight is not embed else [])
-    keep = torch.zeros(embed.shape[0], 1, dtype=embed.dtype)
-    keep[torch.tensor(sorted(new_ids))] = 1
-    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
-    was_training = model.training
-    hooks = []
-    for param in model.parameters():
-        param.requires_grad_(False)
-    for matrix in matrices:
-        matrix.requires_grad_(True)
-        hooks.append(matrix.register_hook(lambda grad: grad * keep[:grad.shape[0]].to(grad.dtype)))
     optimizer = torch.optim.Adam(matrices, lr=lr, weight_decay=0.0)
-    model.eval()  # no dropout: the rows fit the model as it will be used
     losses = []
-    try:
+    with only_rows_train(model, matrices, new_ids):
         for step, ids in enumerate(batches, 1):
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
@@ -396,12 +400,6 @@ def train_new_rows(model, new_ids: list[int], batches, *, lr: float, autocast: b
             optimizer.step()
             losses.append(total)
             log(f"new rows, step {step}: loss {losses[-1]:.4f} nats per token")
-    finally:
-        for hook in hooks:
-            hook.remove()
-        for name, param in model.named_parameters():
-            param.requires_grad_(frozen[name])
-        model.train(was_training)
     return {"steps": len(losses), "losses": losses, "learning_rate": lr, "rows": len(new_ids),
             "seconds": time.perf_counter() - started}
 
