@@ -7,7 +7,8 @@
 SmolLM2-135M-Instruct (untied in memory with --untie, so that output rows move without moving inputs) grows the
 rows of an extended tokenizer (each new row the mean of its pieces', as yunshan cpt does) and fits, with the
 recipe's output-row fit (yunshan.training.embedding_warmup.fit_new_rows: exact softmax cross-entropy on the frozen
-body's hidden states, 3 epochs at 3e-3) on 16 laws + 16 general-replay sequences of 512 tokens, one of these sets
+body's hidden states, 3 epochs at 3e-3, --rounds rounds) on 16 laws + 16 general-replay sequences of 512 tokens
+(with --validation K, checked as yunshan cpt checks it on K further sequences, half of each), one of these sets
 of output rows: none, the new rows (what the recipe does), + the first piece of every new token, + every piece, the
 whole head. Bits per character at step 0 of the first 4,000 characters of the Civil Code and of the bundled general
 text (the CPT monitor's computation: 512-token windows, bf16 autocast with a float32 head where the CPU has fast
@@ -80,6 +81,10 @@ def main(argv=None) -> int:
     parser.add_argument("--distill-lr", type=float, default=3e-3, help="its Adam learning rate")
     parser.add_argument("--distill-layers", type=int, default=0,
                         help="distil through the first N decoder layers only (0: all)")
+    parser.add_argument("--rounds", type=int, default=1, help="fit rounds (yunshan cpt: 3 for a tied model)")
+    parser.add_argument("--validation", type=int, default=0,
+                        help="check the distillation and the fit on this many unseen sequences, half laws, half "
+                             "general, as yunshan cpt does with warmup.validation_sequences (0: no check)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/extension_fit_rows.json"))
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
@@ -101,8 +106,10 @@ def main(argv=None) -> int:
     autocast, why = fast_bf16()
     base_tok, ext_tok = AutoTokenizer.from_pretrained(model_dir), AutoTokenizer.from_pretrained(args.tokenizer)
     texts = {"civil_code": read_heldout([str(civil)], args.chars), "general": read_heldout([str(GENERAL_HELDOUT)], args.chars)}
-    sequences = (sequences_of(REALDATA / "laws/laws.jsonl.zst", ext_tok, 16)
-                 + sequences_of(GENERAL_TRAIN, ext_tok, 16))
+    half = args.validation // 2
+    laws = sequences_of(REALDATA / "laws/laws.jsonl.zst", ext_tok, 16 + half)
+    general = sequences_of(GENERAL_TRAIN, ext_tok, 16 + args.validation - half)
+    sequences, validation = laws[:16] + general[:16], laws[16:] + general[16:]
 
     def measure(model, tokenizer) -> dict:
         return {k: bits_per_character(model, tokenizer, d, 512, autocast=autocast)["bpc"] for k, d in texts.items()}
@@ -123,10 +130,12 @@ def main(argv=None) -> int:
         if args.distill_steps:
             results["distill"].update(distill_new_rows(model, new_ids, distill_texts, steps=args.distill_steps,
                                                        lr=args.distill_lr, layers=args.distill_layers,
-                                                       autocast=autocast))
-        fit = fit_new_rows(model, rows, sequences, rounds=1, epochs=3, lr=3e-3, autocast=autocast) if rows else None
+                                                       autocast=autocast, validation=validation))
+        fit = fit_new_rows(model, rows, sequences, rounds=args.rounds, epochs=3, lr=3e-3, autocast=autocast,
+                           validation=validation) if rows else None
         results["variants"][variant] = {"rows": len(rows), "bpc": measure(model, ext_tok),
-                                        "fit": fit and fit["rounds"][0], "seconds": time.perf_counter() - started}
+                                        "fit": fit and fit["rounds"], "fit_validation": fit and fit["validation"],
+                                        "seconds": time.perf_counter() - started}
         print(variant, results["variants"][variant]["bpc"], flush=True)
     lines = [f"| output rows fitted | rows | Civil Code bits/char | general bits/char |", "|---|---:|---:|---:|",
              f"| base model, own tokenizer | - | {results['base']['civil_code']:.4f} | {results['base']['general']:.4f} |"]

@@ -429,6 +429,9 @@ def test_warmup_trains_only_the_new_rows_then_everything(setup, tied_llama, tmp_
     fit = report["embedding_warmup"]["fit"]
     assert len(fit["rounds"]) == 3  # tied: three rounds
     assert all(r["loss_after"] < r["loss_before"] for r in fit["rounds"])
+    # checked on the 16 next sequences of the stream (warmup.validation_sequences), each round lowered it
+    assert fit["validation"]["sequences"] == 16 and fit["validation"]["kept_round"] == 3
+    assert fit["validation"]["after"] == fit["rounds"][-1]["validation_loss"] < fit["validation"]["before"]
     log = [json.loads(l) for l in (tmp_path / "warm/log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if r.get("event") == "warmup_end"] == [3]
 
@@ -482,6 +485,58 @@ def test_token_distillation_moves_only_the_new_input_rows_and_lowers_its_loss(se
         else:
             assert torch.equal(param, before[name]), name
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight  # still tied
+
+
+def test_the_fit_and_the_distillation_keep_only_what_lowers_the_cross_entropy_of_unseen_sequences(setup, tied_llama):
+    """validation_loss is the model's own mean next-token cross-entropy (F.cross_entropy of its logits). Given
+    validation sequences, a fit that lowers it keeps its best round; a fit or a distillation that raises it (an
+    absurd learning rate here; the fit of 100 laws tokens on Gemma-3-270M for real) leaves the rows bit-identical to
+    what they were, stops the rounds and says so."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from yunshan.training.embedding_warmup import aligned_pairs, distill_new_rows, fit_new_rows, validation_loss
+    from yunshan.training.models import grow_embeddings
+
+    _, files, _, _ = setup
+    base, tok_ext = tied_llama
+    base_tok, ext_tok = AutoTokenizer.from_pretrained(base), AutoTokenizer.from_pretrained(tok_ext)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    new_ids = grow_embeddings(model, base_tok, ext_tok)
+    stream: list[int] = []
+    for name in ("mid", "long"):
+        for line in open(files[name]):
+            stream += ext_tok(json.loads(line)["text"])["input_ids"] + [ext_tok.eos_token_id]
+    chunks = [stream[i:i + 64] for i in range(0, 12 * 64, 64)]
+    fit, held = chunks[:8], chunks[8:]
+    x = torch.tensor(held)
+    with torch.no_grad():
+        logits = model(input_ids=x).logits
+    by_hand = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    assert validation_loss(model, held) == pytest.approx(by_hand.item(), rel=1e-5)
+
+    weight = model.get_input_embeddings().weight
+    start = weight.detach().clone()
+    lines: list[str] = []
+    bad = fit_new_rows(model, new_ids, fit, rounds=3, epochs=3, lr=100.0, validation=held, log=lines.append)
+    assert len(bad["rounds"]) == 1 and bad["validation"]["kept_round"] == 0
+    assert bad["rounds"][0]["validation_loss"] > bad["validation"]["before"] == bad["validation"]["after"]
+    assert torch.equal(weight, start)
+    assert "the rows as they were before the fit are kept" in lines[-1]
+
+    good = fit_new_rows(model, new_ids, fit, rounds=3, epochs=3, lr=3e-3, validation=held, log=lambda *_: None)
+    checked = good["validation"]
+    assert checked["kept_round"] >= 1 and checked["after"] < checked["before"]
+    assert checked["after"] == min(r["validation_loss"] for r in good["rounds"])
+    assert checked["after"] == pytest.approx(validation_loss(model, held), rel=1e-6)
+    n = len(base_tok)
+    assert torch.equal(weight[:n], start[:n]) and not torch.equal(weight[n:], start[n:])
+    assert model.get_output_embeddings().weight is weight  # still tied
+
+    fitted = weight.detach().clone()
+    distilled = distill_new_rows(model, new_ids, aligned_pairs(fit, ext_tok, base_tok), steps=4, lr=100.0,
+                                 layers=1, validation=held, log=lambda *_: None)
+    assert distilled["validation"]["after"] > distilled["validation"]["before"]
+    assert distilled["validation"]["kept"] is False and torch.equal(weight, fitted)
 
 
 def test_cpt_distils_the_new_rows_before_the_fit_when_asked(setup, tied_llama, tmp_path):

@@ -316,18 +316,19 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     distill_report = None
     if warmup_on and (warm.fit or warm.distill_steps) and resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
-        sequences = [item["input_ids"].tolist() for _, item in zip(range(warm.fit_sequences),
-                                                                    build_stream(recipe, tokenizer))]
+        wanted = warm.fit_sequences + warm.validation_sequences
+        sequences = [item["input_ids"].tolist() for _, item in zip(range(wanted), build_stream(recipe, tokenizer))]
+        sequences, validation = sequences[:warm.fit_sequences], sequences[warm.fit_sequences:]
         with gathered(model.parameters(), modify=True):
             if here and warm.distill_steps:
                 distill_report = distill_new_rows(
                     model, new_ids, aligned_pairs(sequences, tokenizer, base_tokenizer), steps=warm.distill_steps,
                     lr=warm.distill_learning_rate, layers=warm.distill_layers, autocast=autocast,
-                    log=print if rank_zero else (lambda *_: None))
+                    validation=validation, log=print if rank_zero else (lambda *_: None))
             if here and warm.fit:
                 fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
                                           lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
-                                          log=print if rank_zero else (lambda *_: None))
+                                          validation=validation, log=print if rank_zero else (lambda *_: None))
             if rank_zero:
                 ckpt_dir.mkdir(parents=True, exist_ok=True)
                 save_fitted_rows(model, new_ids, fit_file)

@@ -19,6 +19,10 @@ little mass. A user's CPT budget cannot pay that back (the paper had 36.5B token
    (`distill_new_rows`): the frozen body's states after each new token are pulled to its states after the token's
    pieces, through the first `warmup.distill_layers` decoder layers, on the texts of the same sequences; the cost
    of an extension sits mostly on the input side (tokenizer/README.md, "Token distillation").
+   Both are checked on `warmup.validation_sequences` (16) further sequences of the stream that neither reads: the
+   whole model's cross-entropy on them before and after; a distillation or a fit round that does not lower it is
+   undone (the fit keeps its best round), since a fit that lowers its own sequences' cross-entropy can raise unseen
+   text's (Gemma-3-270M: tokenizer/README.md, "The fit checked on unseen sequences").
 2. **Train only the new rows** (`WarmupController`) for `warmup.steps` steps (the first steps of the run's budget,
    `training.max_steps`, which stays the total: a quarter of it, at most 100, unless given), or until the held-out
    bits per character of every monitored set are at or below the base model's (with its own tokenizer): the rest of the
@@ -69,6 +73,10 @@ class EmbeddingWarmupArgs:
     fit_epochs: int = field(default=3, metadata={"range": ">= 1",
         "help": "passes over the cached hidden states per round"})
     fit_learning_rate: float = field(default=3e-3, metadata={"range": "> 0", "help": "Adam learning rate of the fit"})
+    validation_sequences: int = field(default=16, metadata={"range": ">= 0",
+        "help": "training sequences after the fit's, which neither the fit nor the distillation reads: the whole "
+                "model's cross-entropy on them is measured before and after each, and what does not lower it is "
+                "undone (a fit round stops the rounds and the best rows are kept); 0 = no check"})
     distill_steps: int = field(default=0, metadata={"range": ">= 0",
         "help": "token distillation of the new INPUT rows before the output fit: Adam steps of 4 texts each, in which "
                 "the frozen body's states after a new token are pulled to its states after the token's pieces "
@@ -143,7 +151,7 @@ def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int =
         for start in range(0, len(rows), batch):
             x = torch.tensor(rows[start:start + batch], device=device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                hidden = decoder(input_ids=x).last_hidden_state
+                hidden = decoder(input_ids=x, use_cache=False).last_hidden_state
             states.append(hidden[:, :-1].float().reshape(-1, hidden.shape[-1]))
             targets.append(x[:, 1:].reshape(-1))
     h = torch.cat(states)
@@ -166,8 +174,31 @@ def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int =
     return h, y, lse, target_logit
 
 
+def validation_loss(model, sequences: list[list[int]], autocast: bool = False) -> float:
+    """The model's mean next-token cross-entropy (nats, exact softmax over the whole vocabulary) on `sequences`."""
+    every = torch.arange(model.get_output_embeddings().weight.shape[0])
+    _, _, lse, target_logit = _collect(model, sequences, every, autocast)
+    return (lse - target_logit).mean().item()
+
+
+def _new_rows(model, new_ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(matrix, copy of its rows of `new_ids`) for the input embeddings and the output head (one matrix when tied)."""
+    index = torch.tensor(sorted(new_ids))
+    matrices = {id(m.weight): m.weight for m in (model.get_input_embeddings(), model.get_output_embeddings())
+                if m is not None}
+    return [(w, w.detach()[index].clone()) for w in matrices.values()]
+
+
+def _put_rows(saved: list[tuple[torch.Tensor, torch.Tensor]], new_ids: list[int]) -> None:
+    index = torch.tensor(sorted(new_ids))
+    with torch.no_grad():
+        for weight, rows in saved:
+            weight[index] = rows
+
+
 def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, rounds: int, epochs: int, lr: float,
-                 autocast: bool = False, batch_positions: int = 4096, seed: int = 0, log=print) -> dict:
+                 autocast: bool = False, batch_positions: int = 4096, seed: int = 0,
+                 validation: list[list[int]] | None = None, log=print) -> dict:
     """Fit the output rows of `new_ids` (the shared rows, for a tied model) on the frozen model's hidden states.
 
     Args:
@@ -178,7 +209,14 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
         epochs: Adam passes over the cached states per round.
         lr: Adam learning rate.
         autocast: run the forward passes in bfloat16 autocast (fast on CPUs with AMX/AVX-512 BF16 and on GPUs).
-    Returns the positions used and the cross-entropy (nats per position) on them before and after each round.
+        validation: sequences the fit does not use (the next ones of the stream). When given, the whole model's
+            cross-entropy on them is measured before the fit and after each round; the rounds stop at the first one
+            that does not lower it and the rows of the best round are kept, or the rows as they were when no round
+            lowers it (on Gemma-3-270M, tied, the fit of 100 laws tokens lowers its own sequences' cross-entropy and
+            raises unseen text's: tokenizer/README.md, "The fit checked on unseen sequences").
+    Returns the positions used and the cross-entropy (nats per position) on them before and after each round (the
+    states of a round's "before" come from the rows as the round found them; for a tied model its "after" is on those
+    states), and with `validation` the held-out cross-entropy before and after each round and the round kept.
     """
     started = time.perf_counter()
     head = model.get_output_embeddings()
@@ -196,6 +234,11 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     was_training = model.training
     model.eval()
     history = []
+    checked = None
+    if validation:
+        checked = {"sequences": len(validation), "before": validation_loss(model, validation, autocast),
+                   "kept_round": 0}
+        best, best_rows = checked["before"], _new_rows(model, new_ids)
     try:
         for round_ in range(rounds):
             h, y, lse, target_fixed = _collect(model, sequences, fixed, autocast)
@@ -232,9 +275,22 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
             log(f"fit of the new output rows, round {round_ + 1}/{rounds}: {len(y):,} positions "
                 f"({int(target_new.sum()):,} with a new token as target), cross-entropy {before:.4f} -> "
                 f"{after:.4f} nats")
+            if checked is not None:
+                history[-1]["validation_loss"] = held = validation_loss(model, validation, autocast)
+                if held >= best:
+                    log(f"  on the {len(validation)} validation sequences the round raised the cross-entropy "
+                        f"({best:.4f} -> {held:.4f} nats): " + ("the rows as they were before the fit are kept"
+                        if not checked["kept_round"] else f"the rows of round {checked['kept_round']} are kept"))
+                    break
+                log(f"  on the {len(validation)} validation sequences: {best:.4f} -> {held:.4f} nats")
+                best, best_rows, checked["kept_round"] = held, _new_rows(model, new_ids), round_ + 1
+        if checked is not None:
+            _put_rows(best_rows, new_ids)
+            checked["after"] = best
     finally:
         model.train(was_training)
-    return {"rounds": history, "sequences": len(sequences), "seconds": time.perf_counter() - started}
+    return {"rounds": history, "sequences": len(sequences), "validation": checked,
+            "seconds": time.perf_counter() - started}
 
 
 def aligned_pairs(sequences: list[list[int]], tokenizer, base_tokenizer, min_chars: int = 32) -> list[tuple]:
@@ -302,7 +358,8 @@ def only_rows_train(model, matrices: list[torch.Tensor], new_ids: list[int]):
 
 
 def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: int, lr: float, layers: int = 0,
-                     autocast: bool = False, batch: int = 4, log=print) -> dict:
+                     autocast: bool = False, batch: int = 4, validation: list[list[int]] | None = None,
+                     log=print) -> dict:
     """Token distillation of the new input rows: fit them so that the frozen body, reading a text with the extended
     tokenizer, gives at the end of every token the states it gives at the end of the same characters with the base
     tokenizer (squared error, mean over the aligned positions of a text, `batch` texts a step, Adam on the new rows
@@ -314,8 +371,11 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     poor stand-in. The method is Dobler, Elliott and de Melo's "Token Distillation: Attention-aware Input Embeddings
     for New Tokens" (arXiv 2505.20133); written here because no installable library does it.
 
-    Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps
-    and the seconds."""
+    With `validation` (sequences of the extended tokenizer the distillation does not read), the whole model's
+    cross-entropy on them is measured before and after, and the rows as they were are put back when it did not fall.
+
+    Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps,
+    the seconds and, with `validation`, the held-out cross-entropy before and after and whether the rows were kept."""
     started = time.perf_counter()
     if not pairs or not steps:
         if steps:
@@ -329,6 +389,10 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     else:
         layers = 0
     device = weight.device
+    checked = None
+    if validation:
+        checked = {"sequences": len(validation), "before": validation_loss(model, validation, autocast)}
+        rows_before = _new_rows(model, new_ids)
     optimizer = torch.optim.Adam([weight], lr=lr)
     losses = []
     try:
@@ -340,8 +404,10 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
                     ext_ids, base_ids, js, is_ = pairs[(step * batch + k) % len(pairs)]
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
                         with torch.no_grad():
-                            target = decoder(input_ids=torch.tensor([base_ids], device=device)).last_hidden_state[0]
-                        states = decoder(input_ids=torch.tensor([ext_ids], device=device)).last_hidden_state[0]
+                            target = decoder(input_ids=torch.tensor([base_ids], device=device),
+                                             use_cache=False).last_hidden_state[0]
+                        states = decoder(input_ids=torch.tensor([ext_ids], device=device),
+                                     use_cache=False).last_hidden_state[0]
                     loss = ((states[js].float() - target[is_].float()) ** 2).sum(-1).mean()
                     (loss / batch).backward()
                     total += loss.item() / batch
@@ -354,12 +420,21 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     # the texts differ from step to step: the loss is compared over a pass of the texts at the start and at the end
     per_pass = min(steps, max(1, -(-len(pairs) // batch)))
     first, last = sum(losses[:per_pass]) / per_pass, sum(losses[-per_pass:]) / per_pass
+    if checked is not None:
+        checked["after"] = validation_loss(model, validation, autocast)
+        checked["kept"] = checked["after"] < checked["before"]
+        if not checked["kept"]:
+            _put_rows(rows_before, new_ids)
     report = {"steps": steps, "layers": layers or "all", "texts": len(pairs), "learning_rate": lr,
-              "loss_first": first, "loss_last": last, "steps_averaged": per_pass,
+              "loss_first": first, "loss_last": last, "steps_averaged": per_pass, "validation": checked,
               "seconds": round(time.perf_counter() - started, 2)}
     log(f"token distillation of the new input rows: {steps} steps through {layers or 'every'} decoder "
         f"layer{'' if layers == 1 else 's'} on {len(pairs)} texts, squared error {first:.4g} -> {last:.4g} "
         f"(mean of the first and of the last {per_pass} steps; {report['seconds']:.0f} s)")
+    if checked is not None:
+        log(f"  on the {checked['sequences']} validation sequences: cross-entropy {checked['before']:.4f} -> "
+            f"{checked['after']:.4f} nats" + ("" if checked["kept"] else ": not lower, the rows as they were are "
+                                                                           "put back"))
     return report
 
 
