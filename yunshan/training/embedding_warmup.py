@@ -175,9 +175,15 @@ def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int =
 
 
 def validation_loss(model, sequences: list[list[int]], autocast: bool = False) -> float:
-    """The model's mean next-token cross-entropy (nats, exact softmax over the whole vocabulary) on `sequences`."""
+    """The model's mean next-token cross-entropy (nats, exact softmax over the whole vocabulary) on `sequences`, in
+    eval mode (no dropout); the mode is given back."""
     every = torch.arange(model.get_output_embeddings().weight.shape[0])
-    _, _, lse, target_logit = _collect(model, sequences, every, autocast)
+    was_training = model.training
+    model.eval()
+    try:
+        _, _, lse, target_logit = _collect(model, sequences, every, autocast)
+    finally:
+        model.train(was_training)
     return (lse - target_logit).mean().item()
 
 
