@@ -140,7 +140,10 @@ def test_packed_tails_under_bf16_autocast_follow_the_plain_forward(kind, tokeniz
     """`yunshan eval --dtype auto` runs the packed tails under bf16 autocast, where rotary embeddings hand the
     attention float32 queries and keys beside bf16 values (the CPU flash kernel refused the mix: 'expected scalar
     type Float but found BFloat16'). The packed log-probabilities follow each row's own forward under the same
-    autocast within bf16 rounding."""
+    autocast within bf16 rounding: they are no further from the float32 forward than twice that row's own bf16
+    forward is (a bound measured on the machine: how far bf16 rounds depends on the CPU's kernels, emulated on CPUs
+    without AVX-512 BF16; a fixed 0.02 nats held on one CPU and failed at 0.025 on another, where the packed row was
+    nearer float32 than the plain bf16 forward)."""
     from transformers import AutoTokenizer
 
     from yunshan.eval.loading import wrap_model
@@ -151,14 +154,18 @@ def test_packed_tails_under_bf16_autocast_follow_the_plain_forward(kind, tokeniz
     g = torch.Generator().manual_seed(5)
     prefix = torch.randint(3, len(tok), (40,), generator=g).tolist()
     rows = [prefix + torch.randint(3, len(tok), (n,), generator=g).tolist() for n in (7, 1, 12, 4)]
+    with torch.no_grad():
+        exact = [torch.log_softmax(model(input_ids=torch.tensor([row])).logits[0, -1:], dim=-1) for row in rows]
     with torch.autocast("cpu", dtype=torch.bfloat16):
         packed = last_log_probs_packed(lm, rows, 40)
-        for row, lp in zip(rows, packed):
+        for row, lp, ref in zip(rows, packed, exact):
             with torch.no_grad():
                 direct = torch.log_softmax(model(input_ids=torch.tensor([row])).logits[0, -1:].float(), dim=-1)
             assert lp.dtype == torch.float32
             torch.testing.assert_close(lp, direct, atol=0.1, rtol=0)
-            assert (lp - direct).abs().mean() < 0.02
+            rounding = (direct - ref).abs().mean()
+            assert 0 < rounding < 0.05  # autocast did run in bf16, and bf16 is near float32
+            assert (lp - ref).abs().mean() <= 2 * rounding
 
 
 def test_which_models_pack(tokenizer_dir):
