@@ -136,10 +136,11 @@ def _decoder(model):
 
 
 @torch.no_grad()
-def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int = 8):
+def _collect(model, sequences, fixed: torch.Tensor | None, autocast: bool, batch: int = 8):
     """Hidden states before every predicted position, the targets, the log-sum-exp of the fixed rows' logits and,
     for targets among the fixed rows, their logit. Sequences of one length run `batch` at a time (the training
-    stream packs them to one length); the products run in bf16 under `autocast`, accumulated in float32."""
+    stream packs them to one length); the products run in bf16 under `autocast`, accumulated in float32. `fixed`
+    None: every row (no copy of the head)."""
     head = model.get_output_embeddings()
     decoder = _decoder(model)
     device = head.weight.device
@@ -160,13 +161,13 @@ def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int =
     bias = head.bias.float() if getattr(head, "bias", None) is not None else None
     lse = torch.empty(len(y), device=device)
     target_logit = torch.zeros(len(y), device=device)
-    fixed_rows = weight[fixed]
+    fixed_rows = weight if fixed is None else weight[fixed]
     for start in range(0, len(y), 2048):
         chunk = h[start:start + 2048]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             logits = (chunk @ fixed_rows.T).float()
         if bias is not None:
-            logits += bias[fixed]
+            logits += bias if fixed is None else bias[fixed]
         lse[start:start + 2048] = torch.logsumexp(logits, -1)
         rows = weight[y[start:start + 2048]]
         target_logit[start:start + 2048] = (chunk * rows).sum(-1) + (bias[y[start:start + 2048]]
@@ -177,22 +178,26 @@ def _collect(model, sequences, fixed: torch.Tensor, autocast: bool, batch: int =
 def validation_loss(model, sequences: list[list[int]], autocast: bool = False) -> float:
     """The model's mean next-token cross-entropy (nats, exact softmax over the whole vocabulary) on `sequences`, in
     eval mode (no dropout); the mode is given back."""
-    every = torch.arange(model.get_output_embeddings().weight.shape[0])
     was_training = model.training
     model.eval()
     try:
-        _, _, lse, target_logit = _collect(model, sequences, every, autocast)
+        _, _, lse, target_logit = _collect(model, sequences, None, autocast)
     finally:
         model.train(was_training)
     return (lse - target_logit).mean().item()
 
 
+def _embedding_matrices(model) -> list[torch.Tensor]:
+    """The input embeddings and the output head's weight: one matrix when tied, the input's alone without a head."""
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    return [embed] + ([head.weight] if head is not None and head.weight is not embed else [])
+
+
 def _new_rows(model, new_ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(matrix, copy of its rows of `new_ids`) for the input embeddings and the output head (one matrix when tied)."""
+    """(matrix, copy of its rows of `new_ids`) for each of `_embedding_matrices`."""
     index = torch.tensor(sorted(new_ids))
-    matrices = {id(m.weight): m.weight for m in (model.get_input_embeddings(), model.get_output_embeddings())
-                if m is not None}
-    return [(w, w.detach()[index].clone()) for w in matrices.values()]
+    return [(w, w.detach()[index].clone()) for w in _embedding_matrices(model)]
 
 
 def _put_rows(saved: list[tuple[torch.Tensor, torch.Tensor]], new_ids: list[int]) -> None:
@@ -464,9 +469,7 @@ def train_new_rows(model, new_ids: list[int], batches, *, lr: float, autocast: b
     Returns the steps, the mean loss (nats per token) of each step and the seconds.
     """
     started = time.perf_counter()
-    embed = model.get_input_embeddings().weight
-    head = model.get_output_embeddings()
-    matrices = [embed] + ([head.weight] if head is not None and head.weight is not embed else [])
+    matrices = _embedding_matrices(model)
     optimizer = torch.optim.Adam(matrices, lr=lr, weight_decay=0.0)
     losses = []
     with only_rows_train(model, matrices, new_ids):
@@ -474,7 +477,7 @@ def train_new_rows(model, new_ids: list[int], batches, *, lr: float, autocast: b
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for part in ids.split(micro_batch_size):
-                with torch.autocast(embed.device.type, dtype=torch.bfloat16, enabled=autocast):
+                with torch.autocast(matrices[0].device.type, dtype=torch.bfloat16, enabled=autocast):
                     loss = model(input_ids=part, labels=part).loss * (len(part) / len(ids))
                 loss.backward()
                 total += loss.item()
