@@ -111,8 +111,9 @@ class EvalArgs:
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
     trust_remote_code: bool = field(default=False, metadata={
-        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) to run; "
-                "without it such a folder is refused (PanGu-π and OTCE need no remote code)"})
+        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) and lm-eval "
+                "task YAMLs' (!function, in them or in a YAML they include) to run; without it such a folder or task "
+                "is refused (PanGu-π and OTCE need no remote code)"})
     out: str = field(default="runs/eval", metadata={"path": True,
         "help": "output folder for results.json/.md and plots"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})

@@ -57,6 +57,9 @@ class DecontaminateArgs:
     include_path: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "folders of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (in yunshan run default the eval "
                 "section's)"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow lm-eval task YAMLs' own Python code (!function, in them or in a YAML they include) to run; "
+                "without it such a task is refused (in yunshan run also allowed by eval.trust_remote_code)"})
     data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder with one subfolder per task name (default: the sample sets of yunshan.samples)"})
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
@@ -145,7 +148,8 @@ def eval_sets(args: DecontaminateArgs) -> tuple[list[tuple[str, str, list]], lis
         elif task.format == "lm_eval_tasks":
             from yunshan.eval.lm_eval_tasks import lm_eval_items
 
-            sets.append((name, name, list(lm_eval_items(name.partition(":")[2], args.include_path))))
+            sets.append((name, name, list(lm_eval_items(name.partition(":")[2], args.include_path,
+                                                        trust_remote_code=args.trust_remote_code))))
         elif task.format == "bpc":
             files = labelled_files(args.heldout, "--heldout") if args.heldout else {
                 p.stem: p for p in default_texts("bpc")}

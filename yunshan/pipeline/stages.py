@@ -369,8 +369,10 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
             heldout.append(f"{label}={path}")
             labels.add(label)
             seen.add(str(Path(path).resolve()))
+    # The eval section's opt-in to its lm-eval tasks' code covers the same tasks read here.
     plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None),
-                               include_path=list(d.include_path or (e.include_path if e else [])))
+                               include_path=list(d.include_path or (e.include_path if e else [])),
+                               trust_remote_code=d.trust_remote_code or bool(e and e.trust_remote_code))
     cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None else []
     sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None else []
     return plan, cpt_sources, sft_sources
