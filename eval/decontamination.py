@@ -148,8 +148,8 @@ def eval_sets(args: DecontaminateArgs) -> tuple[list[tuple[str, str, list]], lis
         elif task.format == "lm_eval_tasks":
             from yunshan.eval.lm_eval_tasks import lm_eval_items
 
-            sets.append((name, name, list(lm_eval_items(name.partition(":")[2], args.include_path,
-                                                        trust_remote_code=args.trust_remote_code))))
+            sets.append((name, name, lm_eval_items(name.partition(":")[2], args.include_path,
+                                                   trust_remote_code=args.trust_remote_code)))
         elif task.format == "bpc":
             files = labelled_files(args.heldout, "--heldout") if args.heldout else {
                 p.stem: p for p in default_texts("bpc")}

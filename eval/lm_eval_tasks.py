@@ -44,30 +44,37 @@ def _require_lm_eval():
 
 @contextlib.contextmanager
 def task_code(trust_remote_code: bool, opt_in: str = OPT_IN):
-    """While lm-eval loads task configs: a `!function` of a YAML outside lm-eval's own tasks is refused in one line
-    (a ValueError naming the YAML, the function and `opt_in`) unless `trust_remote_code`.
+    """While lm-eval loads and runs tasks: the Python a task YAML outside lm-eval's own tasks names runs only with
+    `trust_remote_code`; otherwise a ValueError in one line names the YAML, the function and `opt_in`.
 
-    lm-eval 0.4.13 resolves `!function` in one place, `_yaml_loader._import_func_in_yml` (called while
-    `_yaml_loader.load_yaml` parses a file with resolve_func=True: every task, group and included YAML it loads;
-    its index parses without resolving). Both are wrapped for the duration: load_yaml to know which file is being
-    parsed (an included YAML is named as itself), the import to refuse before anything is imported. A lm-eval
-    without those names is refused too rather than loaded unguarded."""
+    A YAML runs code in two ways. `!function utils.process` imports the module beside it: lm-eval 0.4.13 resolves
+    it in one place, `_yaml_loader._import_func_in_yml`, while `_yaml_loader.load_yaml` parses a file with
+    resolve_func=True (every task, group and included YAML it loads; its index parses without resolving). Both are
+    wrapped for the duration: load_yaml to know which file is being parsed (an included YAML is named as itself),
+    the import to refuse before anything is imported. And its prompt templates (`doc_to_text`, ...) are Jinja,
+    which lm-eval renders in a plain Environment where `{{ cycler.__init__.__globals__.os }}` reaches the os
+    module: they are rendered in Jinja's sandbox instead, which refuses such attributes (ordinary templates render
+    the same). A lm-eval without those names is refused rather than run unguarded."""
     _require_lm_eval()
-    from lm_eval.tasks import _factory, _yaml_loader
-
     if trust_remote_code:
         yield
         return
     import lm_eval
+    from jinja2.sandbox import SandboxedEnvironment
+    from lm_eval import utils
+    from lm_eval.tasks import _factory, _yaml_loader
 
-    if not all(callable(getattr(module, name, None)) for module, name in (
-            (_yaml_loader, "load_yaml"), (_yaml_loader, "_import_func_in_yml"), (_factory, "load_yaml"))):
+    from yunshan.remote_code import refusal
+
+    if not all(hasattr(module, name) for module, name in (
+            (_yaml_loader, "load_yaml"), (_yaml_loader, "_import_func_in_yml"), (_factory, "load_yaml"),
+            (utils, "env"))):
         raise ValueError(f"lm-eval {lm_eval.__version__}: yunshan cannot tell whether its task YAMLs run Python "
-                         "code (!function) in this version; use lm-eval>=0.4.13,<0.5, or allow the tasks' code "
-                         f"with {opt_in}")
+                         "code in this version; use lm-eval>=0.4.13,<0.5, or allow the tasks' code with "
+                         f"{opt_in}")
     own_tasks = Path(lm_eval.__file__).resolve().parent / "tasks"
-    load_yaml, import_function, factory_load_yaml = (
-        _yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml)
+    saved = (_yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml, utils.env)
+    load_yaml, import_function, _, env = saved
     parsing: list[Path] = []
 
     def guarded_load_yaml(path, *args, **kwargs):
@@ -80,8 +87,6 @@ def task_code(trust_remote_code: bool, opt_in: str = OPT_IN):
     def guarded_import(qual: str, base_dir: Path):
         base_dir = Path(base_dir).expanduser().resolve()
         if own_tasks not in (base_dir, *base_dir.parents):
-            from yunshan.remote_code import refusal
-
             module, _, _ = str(qual).rpartition(".")
             local = base_dir / f"{module.replace('.', '/')}.py"
             where = f"{local}" if local.is_file() else f"the module {module or qual!r}"
@@ -90,13 +95,22 @@ def task_code(trust_remote_code: bool, opt_in: str = OPT_IN):
                                      "a task YAML's own code", opt_in))
         return import_function(qual, base_dir)
 
+    class Sandbox(SandboxedEnvironment):
+        def unsafe_undefined(self, obj, attribute):
+            raise ValueError(refusal(f"lmeval: a task's prompt template reads {attribute!r} of a "
+                                     f"{type(obj).__name__}, which only code needs (Jinja's sandbox refuses it)",
+                                     "a task YAML's own code", opt_in))
+
+    sandbox = Sandbox(loader=env.loader, undefined=env.undefined, keep_trailing_newline=env.keep_trailing_newline)
+    sandbox.filters.update(env.filters)
+    sandbox.tests.update(env.tests)
     _yaml_loader.load_yaml = _factory.load_yaml = guarded_load_yaml
     _yaml_loader._import_func_in_yml = guarded_import
+    utils.env = sandbox
     try:
         yield
     finally:
-        _yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml = (
-            load_yaml, import_function, factory_load_yaml)
+        _yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml, utils.env = saved
 
 
 def _is_yaml(spec: str) -> bool:
@@ -258,16 +272,20 @@ def headline(task, result: dict, data) -> list:
 
 
 def lm_eval_items(spec: str, include_path: list[str] | None = None, *, trust_remote_code: bool = False,
-                  opt_in: str = OPT_IN):
+                  opt_in: str = OPT_IN) -> list:
     """Decontamination's items of an lm-eval task: every evaluation and few-shot document, as the texts lm-eval
-    shows the model (doc_to_text) and the answers it scores (doc_to_choice, else doc_to_target). A YAML's
-    `!function` runs only with `trust_remote_code` (`task_code`; `opt_in` is how the refusal says to allow it)."""
+    shows the model (doc_to_text) and the answers it scores (doc_to_choice, else doc_to_target). The YAMLs' code
+    runs only with `trust_remote_code` (`task_code`; `opt_in` is how the refusal says to allow it)."""
+    manager, target = task_manager(spec, list(include_path or []))
+    # Guarded throughout: loading resolves the YAMLs' functions, each document renders their templates.
+    with task_code(trust_remote_code, opt_in):
+        return list(_items(manager, target, spec))
+
+
+def _items(manager, target: str, spec: str):
     from yunshan.data.decontamination import Text
 
-    manager, target = task_manager(spec, list(include_path or []))
-    with task_code(trust_remote_code, opt_in):
-        loaded = manager.load([target])["tasks"]
-    for name, task in loaded.items():
+    for name, task in manager.load([target])["tasks"].items():
         config = task.config
         # Few-shot examples leak as surely as scored documents: their split too, when it is another one.
         eval_split = config.test_split or config.validation_split

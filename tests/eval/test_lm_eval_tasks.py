@@ -199,6 +199,32 @@ def test_a_task_yamls_function_runs_only_with_trust_remote_code(tmp_path, llama_
     assert _yaml_loader._import_func_in_yml.__module__ == _yaml_loader.__name__
 
 
+def test_a_prompt_template_reaching_for_code_is_refused_without_trust_remote_code(tmp_path, llama_dir, capsys):
+    """lm-eval renders a YAML's templates in a plain Jinja Environment, where a template reaches the os module: under
+    yunshan they render in Jinja's sandbox unless --trust-remote-code, so such a template is one line and runs
+    nothing; ordinary templates (every other test here) render as before."""
+    from yunshan.cli import main
+
+    data = tmp_path / "test.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS), encoding="utf-8")
+    made = tmp_path / "RAN_template"
+    reach = "{{{{ cycler.__init__.__globals__.os.makedirs('" + str(made) + "', exist_ok=True) }}}}"
+    yaml = tmp_path / "reach_mc.yaml"
+    yaml.write_text(MC_YAML.replace("task: bank_mc", "task: reach_mc").replace(
+        'doc_to_text: "', 'doc_to_text: "' + reach).format(data=data), encoding="utf-8")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"text": "银行"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    for argv in (["eval", "--model", str(llama_dir), "--batch-size", "2", "--no-progress"],
+                 ["data", "decontaminate", str(corpus)]):
+        assert main([*argv, "--tasks", f"lmeval:{yaml}", "--out", str(tmp_path / "refused")]) != 0
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"yunshan {argv[0]}") and "prompt template reads '__init__'" in err, err
+        assert "--trust-remote-code" in err and not made.exists()
+    assert main(["data", "decontaminate", str(corpus), "--tasks", f"lmeval:{yaml}", "--out", str(tmp_path / "ok"),
+                 "--trust-remote-code"]) == 0
+    assert made.is_dir()
+
+
 def test_lm_evals_own_tasks_keep_their_functions():
     """lm-eval's own task folders are installed code: their !function resolves without the opt-in."""
     import lm_eval
