@@ -261,3 +261,48 @@ def mix_sft_sources(per_source: dict[str, list[Sample]], sources: list[SftSource
         train.extend(chosen)
     rng.shuffle(train)
     return train, heldout
+
+
+def nothing_left(kind: str, unit: str, sources: list, read: dict[str, int], dropped: dict[str, dict[str, int]],
+                 train: list, heldout: list, all_drops: dict[str, dict[str, int]], max_length: int) -> str:
+    """Why a mixture left nothing to train on (the error of `yunshan sft` and `yunshan pref`), in one line: the cause
+    (nothing read, the held-out split took everything, weight and max_samples, or length fitting), then every
+    source's counts: `unit`s read, dropped while reading (`dropped`, by reason), held out, left for training (the
+    mixer's `heldout` and `train` items, each with `.source`), dropped fitting `max_length` (`all_drops` less
+    `dropped`)."""
+    fit_drops = {name: {r: n - dropped[name].get(r, 0) for r, n in table.items() if n > dropped[name].get(r, 0)}
+                 for name, table in all_drops.items()}
+
+    def count(items: list) -> dict[str, int]:
+        out = {s.name: 0 for s in sources}
+        for item in items:
+            out[item.source] += 1
+        return out
+
+    def reasons(table: dict[str, int]) -> str:
+        return f"{sum(table.values())} ({', '.join(f'{r} {n}' for r, n in sorted(table.items()))})"
+
+    held, trained = count(heldout), count(train)
+    took = [f"data.sources.{i}.heldout: {s.heldout}" for i, s in enumerate(sources)
+            if read[s.name] and held[s.name] >= read[s.name]]
+    if not any(read.values()):
+        cause = ("every record was dropped while reading" if any(dropped.values())
+                 else f"the sources hold no {unit}")
+    elif not train and took:
+        cause = (f"the held-out split took every {unit} read ({', '.join(took)}): hold out fewer than the source "
+                 "holds")
+    elif not train:
+        cause = f"weight and max_samples left no {unit} to train on"
+    else:
+        cause = (f"every {unit} left for training was dropped fitting data.max_length ({max_length}): raise it, or set "
+                 "data.overlong: truncate")
+    counts = []
+    for s in sources:
+        bits = [f"{read[s.name]} read"]
+        if dropped[s.name]:
+            bits.append(f"{reasons(dropped[s.name])} dropped while reading")
+        bits += [f"{held[s.name]} held out", f"{trained[s.name]} left for training"]
+        if fit_drops[s.name]:
+            bits.append(f"{reasons(fit_drops[s.name])} dropped fitting data.max_length")
+        counts.append(f"{s.name}: {', '.join(bits)}")
+    return f"no {kind} sample left for training: {cause}; per source ({unit}s): {'; '.join(counts)}"
