@@ -113,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {result['bytes']:,} bytes in {len(result['files'])} files; {result['parameters']:,} parameters "
           f"({result['dtype']}, {result['weight_files']} weight file{'s' if result['weight_files'] > 1 else ''})")
     meta = result["card"]
-    print(f"  card: license {meta.get('license')}, base_model {meta.get('base_model', '-')}, "
+    base = meta.get("base_model") or "-"
+    if not meta.get("base_model") and result.get("base_model"):  # a base that is no Hub id is named in the body
+        local = Path(result["base_model"])
+        base += f" ({local.name}: a local folder, not a Hub id)" if local.exists() else f" ({result['base_model']})"
+    print(f"  card: license {meta.get('license')}, base_model {base}, "
           f"{sum(len(r['results']) for r in meta.get('model-index', []))} model-index result(s)")
     for note in result["notes"]:
         print(f"note: {note}")
@@ -482,7 +486,7 @@ def _write_export(prov, out: Path, model_dir: Path, options: CardOptions, *, ada
         (tmp / EXPORT_MARKER).write_text(json.dumps({
             "yunshan_version": __version__, "source": str(model_dir), "files": [f["path"] for f in listed]},
             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return {"out": str(out), "source_model": str(prov.model_dir), "files": listed,
+    return {"out": str(out), "source_model": str(prov.model_dir), "base_model": prov.base_model, "files": listed,
             "bytes": sum(f["bytes"] for f in listed), "parameters": weights["parameters"], "dtype": weights["dtype"],
             "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,
             "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes),
