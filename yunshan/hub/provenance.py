@@ -1,5 +1,6 @@
 """How an exported model was made, read from the files beside it: a `yunshan run` folder (run.json and every stage's
-records) or a plain model folder (its data report and recipe). The model card (yunshan.hub.card) renders this.
+records) or a plain model folder (its data report and recipe, and those of the yunshan training folders it was trained
+from, back to the checkpoint the first started from: `trace_base`). The model card (yunshan.hub.card) renders this.
 
     from yunshan.hub.provenance import collect_provenance
     prov = collect_provenance("runs/demo_tiny")           # a run folder (run.json) or a plain model folder
