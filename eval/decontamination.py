@@ -59,7 +59,8 @@ class DecontaminateArgs:
                 "section's)"})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "allow lm-eval task YAMLs' own Python code (!function, in them or in a YAML they include) to run; "
-                "without it such a task is refused (in yunshan run also allowed by eval.trust_remote_code)"})
+                "without it such a task is refused (in yunshan run also allowed by eval.trust_remote_code or "
+                "model.trust_remote_code)"})
     data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder with one subfolder per task name (default: the sample sets of yunshan.samples)"})
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",

@@ -236,3 +236,19 @@ def test_lm_evals_own_tasks_keep_their_functions():
     with task_code(False):
         config = _yaml_loader.load_yaml(own, resolve_func=True)
     assert callable(config["process_docs"]) and config["process_docs"].__name__ == "process_docs"
+
+
+def test_the_pipelines_decontamination_follows_the_eval_stages_opt_in():
+    """In `yunshan run` the decontamination stage reads the eval section's lm-eval tasks under the opt-in the eval
+    stage runs them with: eval.trust_remote_code or model.trust_remote_code (or its own), never without one."""
+    from yunshan.pipeline import PipelineRecipe
+    from yunshan.pipeline.stages import decontamination_plan
+    from yunshan.recipe import load_recipe
+
+    recipe_file = Path(__file__).resolve().parents[2] / "recipes" / "demo_tiny.yaml"
+    for overrides, trusted in (([], False), (["eval.trust_remote_code=true"], True),
+                               (["base.model.trust_remote_code=true"], True),
+                               (["decontamination.trust_remote_code=true"], True)):
+        recipe = load_recipe(PipelineRecipe, recipe_file, overrides)
+        plan, _, _ = decontamination_plan(recipe, recipe.decontamination)
+        assert plan.trust_remote_code is trusted, overrides

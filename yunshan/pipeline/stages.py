@@ -369,10 +369,12 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
             heldout.append(f"{label}={path}")
             labels.add(label)
             seen.add(str(Path(path).resolve()))
-    # The eval section's opt-in to its lm-eval tasks' code covers the same tasks read here.
+    # The opt-in the eval stage runs its lm-eval tasks' code under (its own or the model's) covers the same tasks here.
+    model = recipe.model or (recipe.base.model if recipe.base else None)
+    trust = d.trust_remote_code or bool(e and e.trust_remote_code) or bool(model and model.trust_remote_code)
     plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None),
                                include_path=list(d.include_path or (e.include_path if e else [])),
-                               trust_remote_code=d.trust_remote_code or bool(e and e.trust_remote_code))
+                               trust_remote_code=trust)
     cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None else []
     sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None else []
     return plan, cpt_sources, sft_sources
