@@ -365,7 +365,8 @@ def test_an_eval_file_that_adds_nothing_says_why(tmp_path):
     other = EvalColumn("b", {"fineval": fineval}, model=str(tmp_path / "base"))
     assert _adds_nothing(path, [other], {(tmp_path / "base").resolve(): "the model the training started from"}) == (
         f"--eval {path}: it holds the results of base ({tmp_path / 'base'}), the model the training started from, not "
-        "of the exported weights (its recorded sha256 differs): shown as a comparison column, left out of model-index")
+        "of the exported weights (by the sha256 yunshan eval recorded): shown as a comparison column, left out of "
+        "model-index")
     mine = EvalColumn("m", {"bpc/general": bpc}, this_model=True, verified=True)
     assert _adds_nothing(path, [mine], {}) == (f"--eval {path}: its tasks (bpc) record no metric the Hub's model-index "
                                                "takes (a benchmark score): shown in the evaluation table only")

@@ -233,8 +233,8 @@ def _adds_nothing(path: Path, columns: list[EvalColumn], known: dict[Path, str])
                 what = None
             name = Path(c.model).name if c.model else c.label
             scored.append(f"{name} ({c.model})" + (f", {what}" if what else ""))
-        return (f"--eval {path}: it holds the results of {'; '.join(scored)}, not of the exported weights (its "
-                "recorded sha256 differs): shown as a comparison column, left out of model-index")
+        return (f"--eval {path}: it holds the results of {'; '.join(scored)}, not of the exported weights (by the "
+                "sha256 yunshan eval recorded): shown as a comparison column, left out of model-index")
     if not any(m.eval_result for c in mine for m in c.metrics.values()):
         tasks = sorted({key.split("/", 1)[0] for c in mine for key in c.metrics}) or ["none"]
         return (f"--eval {path}: its tasks ({', '.join(tasks)}) record no metric the Hub's model-index takes "
