@@ -31,6 +31,12 @@ from .texts import default_texts, labelled_files, read_documents
 GENERAL = "general"
 
 
+def is_general(label: str) -> bool:
+    """Whether a held-out label names general text, whose rise is forgetting ("general", "general_zh", "general-en",
+    ...); every other label is domain text, whose fall is the gain."""
+    return label == GENERAL or label.startswith((GENERAL + "_", GENERAL + "-"))
+
+
 @dataclass
 class DocumentNLL:
     """Negative log-likelihood (nats) of one document's tokens, each predicted from its own left context."""
@@ -169,7 +175,7 @@ def forgetting_table(before: dict, after: dict, before_name: str, after_name: st
         if label not in after["files"]:
             continue
         b, a = before["files"][label]["bpc"], after["files"][label]["bpc"]
-        kind = "forgetting (general)" if label == GENERAL else "gain (domain)"
+        kind = "forgetting (general)" if is_general(label) else "gain (domain)"
         lines.append(f"| {label} | {kind} | {b:.4f} | {a:.4f} | {a - b:+.4f} | {100 * (a - b) / b:+.2f}% |")
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from yunshan.artifacts import DecontaminationReport, EvalResults, RunManifest, TokenizerReport
+from yunshan.eval.bpc import is_general
 
 from .stages import RunLayout
 
@@ -43,7 +44,7 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
             if res.format == "bpc":
                 for label in values[-1]["files"]:
                     if all(label in v["files"] for v in values):
-                        kind = "general (forgetting)" if label == "general" else "domain (gain)"
+                        kind = "general (forgetting)" if is_general(label) else "domain (gain)"
                         nums = [v["files"][label]["bpc"] for v in values]
                         rows.append([f"bits/char, {label}: {kind}"] + [f"{x:.4f}" for x in nums]
                                     + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
@@ -231,7 +232,7 @@ def _forgetting_plot(layout: RunLayout, png: Path) -> Path | None:
         labels = [label for label, _ in models]
         for text in dict.fromkeys(k for _, values in models for k in values):
             ax.plot(labels, [values.get(text, float("nan")) for _, values in models], marker="o",
-                    label=text + (" (forgetting)" if text == "general" else " (gain)"))
+                    label=text + (" (forgetting)" if is_general(text) else " (gain)"))
         ax.set(title="evaluated models", ylabel="held-out bits / char")
         ax.legend()
     fig.suptitle("forgetting and gain: held-out bits per character")
