@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 
 from yunshan.serve.engine import Delta, Failed, Finished, Job, Sampling
 from yunshan.serve.protocol import (APIError, ChatCompletionRequest, CompletionRequest, chat_chunk, chat_completion,
-                                    new_id, text_chunk, text_completion, usage)
+                                    check_unicode, new_id, text_chunk, text_completion, usage)
 
 log = logging.getLogger("yunshan.serve")
 
@@ -157,6 +157,7 @@ def build_app(engine, *, model_name: str, api_key: str | None = None, max_n: int
         prompts = body.prompts()
         for number, prompt in enumerate(prompts):
             if isinstance(prompt, str):
+                check_unicode(prompt, f"prompt[{number}]" if len(prompts) > 1 else "prompt", "prompt")
                 ids = chat.tokenizer(prompt)["input_ids"]  # special tokens as the tokenizer adds them (BOS)
             elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
                 ids = list(prompt)
