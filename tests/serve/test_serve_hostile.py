@@ -1,11 +1,14 @@
-"""`yunshan serve` against a careless or hostile client (issue 45): every sampling number bounded where it is parsed,
-and a row that fails in the batched engine failing its request alone, also among 32 concurrent clients; non-ASCII
-digits in logit_bias and lone surrogates in the text refused naming the field."""
+"""`yunshan serve` against a careless or hostile client and a careless operator (issue 45): an open --host without
+an API key and a port in use stopped in one line before the model loads; every sampling number bounded where it is
+parsed, and a row that fails in the batched engine failing its request alone, also among 32 concurrent clients;
+non-ASCII digits in logit_bias and lone surrogates in the text refused naming the field."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,7 +16,11 @@ import torch
 
 openai = pytest.importorskip("openai")
 
-from test_serve import EOS, MAX_NEW, PROMPTS, QUESTIONS, _raw, _sharpen, _tokenizer, serving  # noqa: E402
+from fixtures import free_port  # noqa: E402
+from test_serve import (EOS, MAX_NEW, PROMPTS, QUESTIONS, _raw, _sharpen, _tokenizer, serving,  # noqa: E402
+                        yunshan_command)
+
+from yunshan.serve.command import ServeArgs, build_server, is_loopback  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +39,73 @@ def llama(tmp_path_factory):
     model.save_pretrained(folder)
     return folder
 
+
+
+# ---------------------------------------------------------------- where the server may listen (items 2 and 8)
+
+
+def test_loopback_hosts():
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.5", "", "no-such-host.invalid"))
+
+
+def _no_loading(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("yunshan.chat.load_chat_model", refuse)
+
+
+def test_an_open_host_without_a_key_is_refused_before_loading(llama, monkeypatch):
+    monkeypatch.delenv("YUNSHAN_API_KEY", raising=False)
+    with monkeypatch.context() as patched:
+        _no_loading(patched)
+        for host in ("0.0.0.0", "::"):
+            with pytest.raises(ValueError, match="--allow-unauthenticated-network") as err:
+                build_server(ServeArgs(model=str(llama), host=host, port=free_port()))
+            assert f"--host {host}" in str(err.value) and "API key" in str(err.value)
+    # With the flag it serves, saying so loudly; with a key (flag or environment) no warning is needed.
+    server = build_server(ServeArgs(model=str(llama), host="0.0.0.0", port=0, allow_unauthenticated_network=True,
+                                    dtype="float32"))
+    try:
+        assert "no API key" in server.warning and "NO API KEY" in server.description
+    finally:
+        for sock in server.sockets:
+            sock.close()
+    monkeypatch.setenv("YUNSHAN_API_KEY", "k")
+    server = build_server(ServeArgs(model=str(llama), host="0.0.0.0", port=0, dtype="float32"))
+    try:
+        assert server.warning is None and "API key required" in server.description
+    finally:
+        for sock in server.sockets:
+            sock.close()
+
+
+def test_a_port_in_use_is_refused_before_loading(llama, monkeypatch):
+    _no_loading(monkeypatch)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ValueError, match=f"--port {port}: .*already in use"):
+            build_server(ServeArgs(model=str(llama), port=port))
+
+
+def test_the_command_stops_in_one_line_for_an_open_host_or_a_taken_port(llama, monkeypatch):
+    """As a user runs it: exit 1 and one `yunshan serve: error:` line on stderr, no traceback, no loading line."""
+    monkeypatch.delenv("YUNSHAN_API_KEY", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for flags, words in ((["--host", "0.0.0.0", "--port", str(free_port())], "--allow-unauthenticated-network"),
+                             (["--port", str(port)], f"--port {port}")):
+            done = subprocess.run(yunshan_command() + ["serve", str(llama), *flags], capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 1, done
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("yunshan serve: error: ") and words in lines[0], done
+            assert "loaded" not in done.stdout and "Traceback" not in done.stderr
 
 
 # ---------------------------------------------------------------- sampling settings and a failing row (item 4)
