@@ -22,9 +22,10 @@ each is answered, or refused with an OpenAI error (yunshan.serve.app). The serve
 --host says otherwise; with --api-key (or YUNSHAN_API_KEY, which keeps the key out of the process list) every /v1
 request must carry `Authorization: Bearer KEY`. A --host other than loopback without a key is refused unless
 --allow-unauthenticated-network says so (then a warning is printed), and the port is taken before the model loads:
-either mistake is one line, not minutes of loading first. Ctrl-C (or SIGTERM) stops taking connections and answers
-every request already received, running or queued; what is still unanswered after --drain-timeout seconds, or at a
-second Ctrl-C, is refused with a 503 (a stream ends with an error event), and a third Ctrl-C quits at once.
+either mistake is one line, not minutes of loading first. Request bodies over --max-body-mb are refused (413) before
+they are parsed. Ctrl-C (or SIGTERM) stops taking connections and answers every request already received, running or
+queued; what is still unanswered after --drain-timeout seconds, or at a second Ctrl-C, is refused with a 503 (a
+stream ends with an error event), and a third Ctrl-C quits at once.
 
 Built on FastAPI and uvicorn. `transformers serve` (transformers 5.24) was checked first and not used: it loads a
 model by `getattr(transformers, config.architectures[0])`, so PanGu-π and OTCE (registered with the Auto classes,
@@ -77,6 +78,8 @@ class ServeArgs:
     allow_unauthenticated_network: bool = field(default=False, metadata={
         "help": "serve a --host other than loopback without an API key: anyone who reaches the port can use the "
                 "model (refused without this flag)"})
+    max_body_mb: float = field(default=8.0, metadata={"range": "> 0",
+        "help": "largest request body in MiB; a larger one is refused with 413 before it is parsed"})
     max_batch_size: int = field(default=8, metadata={"range": ">= 1",
         "help": "most rows (requests x n) generated together in one batch"})
     max_queue: int = field(default=256, metadata={"range": ">= 1",
@@ -196,7 +199,7 @@ def _build(args: ServeArgs, sockets: list[socket.socket], api_key: str | None) -
     created = int(model_dir.stat().st_mtime) if model_dir.exists() else 0
     engine = Engine(chat, max_batch_size=args.max_batch_size, max_queue=args.max_queue, seed=args.seed)
     app = build_app(engine, model_name=name, api_key=api_key, max_n=args.max_n, max_tokens=args.max_tokens,
-                    created=created)
+                    created=created, max_body_bytes=int(args.max_body_mb * 2**20))
     port = sockets[0].getsockname()[1]
     config = uvicorn.Config(app, host=args.host, port=port, log_level=args.log_level, lifespan="off",
                             timeout_graceful_shutdown=None)
