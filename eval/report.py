@@ -91,6 +91,15 @@ def task_table(task: str, results: dict[str, dict]) -> str:
             lines.append(_row(name, [_fmt(r["files"][c]["bpc"], 4) for c in cols]
                               + [_fmt(r["files"][c]["bits_per_byte"], 4) for c in cols]))
         return "\n".join(lines)
+    if fmt == "chat_loss":
+        # Held-out instruction sets: the SFT loss on their assistant turns, per token and per character.
+        cols = first["columns"]
+        lines = [_row("Model", [f"{c} nats/token" for c in cols] + [f"{c} bits/char" for c in cols]),
+                 "|" + "---|" * (2 * len(cols) + 1)]
+        for name, r in results.items():
+            lines.append(_row(name, [_fmt(r["sets"][c]["nats_per_token"], 4) for c in cols]
+                              + [_fmt(r["sets"][c]["bits_per_char"], 4) for c in cols]))
+        return "\n".join(lines)
     if fmt == "diversity":
         n = max(len(r["effective_dimension"]) for r in results.values())
         lines = [_row("Model", [f"L{i + 1}" for i in range(n)] + ["hidden"]), "|" + "---|" * (n + 2)]
