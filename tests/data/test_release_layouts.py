@@ -249,3 +249,19 @@ def test_every_real_instruction_file_reads_to_its_last_record():
             samples = read_sft_source(real_source(name, split), "fail", {})
             assert len(samples) == len(records) and all(s.messages[-1]["content"].strip() for s in samples)
 
+
+def test_the_real_cards_read_as_this_test_reads():
+    """Each real source's data card gives the recipe entry this test reads the files with."""
+    import yaml
+
+    found = {}
+    for card in sorted((ROOT / "data_cards").glob("*.md")):
+        if card.name == "README.md":
+            continue
+        front = yaml.safe_load(card.read_text(encoding="utf-8").split("---\n")[1])
+        entry = (front.get("yunshan") or {}).get("recipe_source") or {}
+        path = str(entry.get("path", ""))
+        if path.startswith("${realdata}/sft/"):
+            name = Path(path).name.split(".")[0]
+            found[name] = (path.split("/")[2], entry["format"], entry.get("columns"))
+    assert found == REAL_SOURCES
