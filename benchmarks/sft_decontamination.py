@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/sft_decontamination.py            # 30 s here; writes runs/sft_decontamination
     .venv/bin/python benchmarks/sft_decontamination.py --boilerplate-train 4 --out runs/sft_decontamination_bp4
 
-Training data: the ten train files of ../shared/realdata/sft, each read as `yunshan sft` reads it (the readers and
-column mappings of its data card). Evaluation sets: the ten held-out files as instruction sets (what `eval.instructions`
+Training data: the ten train files of ../shared/realdata/sft, each read as `yunshan sft` reads it, with the format and
+columns of its data card's recipe entry (data_cards/). Evaluation sets: the ten held-out files as instruction sets (what `eval.instructions`
 scores with chat_loss), LawBench (zero-shot, 20 tasks), FinEval (dev and val), CMMLU (dev and test), FinanceIQ (dev
 and test) and the Civil Code as a held-out text: the benchmarks the real recipes evaluate. Windows of 13 words or 25
 CJK characters, boilerplate left out, a record listed when it alone holds at least half of an item (the defaults of
@@ -30,28 +30,29 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
 
-# How each real source is read (its data card's recipe entry): folder, format, alpaca columns.
-SOURCES = {
-    "lexeval_generation": ("legal", "alpaca", {"response": "answer"}),
-    "lexeval_mcq": ("legal", "alpaca", {"response": "answer"}),
-    "disc_law_eval_subjective": ("legal", "alpaca", {"prompt": "input", "response": "output"}),
-    "disc_finllm_sft_samples": ("finance", "alpaca", None),
-    "fin_eva_ant_mcq": ("finance", "ceval", None),
-    "fin_eva_sufe_mcq": ("finance", "ceval", None),
-    "cflue_knowledge": ("finance", "cflue", None),
-    "cflue_application": ("finance", "alpaca", None),
-    "oasst1_zh": ("general", "alpaca", None),
-    "self_instruct_en": ("general", "self_instruct", None),
-}
 BENCHMARKS = {"lawbench": "lawbench/data/zero_shot", "fineval": "fineval", "cmmlu": "cmmlu", "financeiq": "financeiq"}
 
 
-def source(name: str, split: str):
+def real_sources() -> dict[str, dict]:
+    """Each real source's recipe entry as its data card gives it (name, ${realdata}/sft/... train path, format,
+    columns), in the order of ../shared/realdata/sft/MANIFEST.json."""
+    import yaml
+
+    entries = {}
+    for card in sorted((ROOT / "data_cards").glob("*.md")):
+        if card.name != "README.md":
+            entry = yaml.safe_load(card.read_text(encoding="utf-8").split("---\n")[1])["yunshan"].get("recipe_source")
+            if entry and str(entry["path"]).startswith("${realdata}/sft/"):
+                entries[entry["name"]] = entry
+    order = [e["name"] for e in json.loads((REALDATA / "sft" / "MANIFEST.json").read_text(encoding="utf-8"))]
+    return {name: entries[name] for name in order if name in entries}
+
+
+def source(entry: dict, split: str):
     from yunshan.data.conversations import SftSourceArgs
 
-    folder, fmt, columns = SOURCES[name]
-    return SftSourceArgs(name=name, path=str(REALDATA / "sft" / folder / f"{name}.{split}.jsonl"), format=fmt,
-                         columns=columns)
+    path = str(entry["path"]).replace("${realdata}", str(REALDATA)).replace(".train.", f".{split}.")
+    return SftSourceArgs(name=entry["name"], path=path, format=entry["format"], columns=entry.get("columns"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,26 +68,27 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"needs the real data beside the checkout: {missing[0]} is missing (YUNSHAN_REALDATA)", file=sys.stderr)
         return 1
+    sources = real_sources()
     settings = DecontaminateArgs(
         tasks=[f"{name}={REALDATA / path}" for name, path in BENCHMARKS.items()],
         heldout=[f"civil_code={REALDATA / 'laws' / 'civil_code.txt'}"],
-        instructions=[source(name, "heldout") for name in SOURCES], out=args.out, show=5,
+        instructions=[source(e, "heldout") for e in sources.values()], out=args.out, show=5,
         boilerplate_train=args.boilerplate_train)
     started = time.time()
-    report, shown = run_decontamination(settings, [], [source(name, "train") for name in SOURCES], progress=False)
+    report, shown = run_decontamination(settings, [], [source(e, "train") for e in sources.values()], progress=False)
     seconds = time.time() - started
     print(render_decontamination(report, shown, args.out), "\n")
 
     # What each listed record holds half of, set by set (hits.jsonl: every record-item pair with its share).
-    held: dict[str, dict[str, set]] = {f"sft:{name}": {} for name in SOURCES}
+    held: dict[str, dict[str, set]] = {f"sft:{name}": {} for name in sources}
     with open(Path(args.out) / "hits.jsonl", encoding="utf-8") as f:
         for line in f:
             hit = json.loads(line)
             if hit["share"] >= settings.record_share:
                 held[hit["source"]].setdefault(hit["task"], set()).add(hit["train"])
-    sets = [f"instructions:{name}" for name in SOURCES] + list(BENCHMARKS) + ["heldout:civil_code"]
+    sets = [f"instructions:{name}" for name in sources] + list(BENCHMARKS) + ["heldout:civil_code"]
     rows = []
-    for name in SOURCES:
+    for name in sources:
         check = report.sources[f"sft:{name}"]
         by_set = {task: len(locations) for task, locations in held[f"sft:{name}"].items()}
         own = by_set.pop(f"instructions:{name}", 0)

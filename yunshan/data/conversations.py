@@ -332,21 +332,22 @@ def from_self_instruct(obj: dict) -> list[list[dict]]:
     instances = obj.get("instances")
     if not isinstance(instances, list) or not instances:
         raise BadRecord("missing_field", "instances", "expected a non-empty list of {input, output}")
-    conversations = []
-    for i, instance in enumerate(instances):
-        if not isinstance(instance, dict):
-            raise BadRecord("missing_field", f"instances[{i}]", "expected {input, output}")
-        try:
-            extra = _text(instance, "input", required=False)
-            output = _text(instance, "output")
-        except BadRecord as bad:
-            bad.field_name = f"instances[{i}].{bad.field_name}"
-            raise
-        if not output.strip():
-            raise BadRecord("empty_assistant", f"instances[{i}].output", "empty output")
-        prompt = instruction + ("\n" + extra if extra.strip() else "")
-        conversations.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": output}])
-    return conversations
+    return [_instance_turns(instruction, instance, f"instances[{i}]") for i, instance in enumerate(instances)]
+
+
+def _instance_turns(instruction: str, instance, where: str) -> list[dict]:
+    if not isinstance(instance, dict):
+        raise BadRecord("missing_field", where, "expected {input, output}")
+    try:
+        extra = _text(instance, "input", required=False)
+        output = _text(instance, "output")
+    except BadRecord as bad:
+        bad.field_name = f"{where}.{bad.field_name}"
+        raise
+    if not output.strip():
+        raise BadRecord("empty_assistant", f"{where}.output", "empty output")
+    prompt = instruction + ("\n" + extra if extra.strip() else "")
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": output}]
 
 
 def ceval_subject(path: str) -> str:
