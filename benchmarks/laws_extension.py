@@ -22,8 +22,11 @@ With `--distill-steps N` the extended runs first fit their new input rows by N s
 (warmup.distill_steps; through the first --distill-layers decoder layers), recorded as `nK + distillation N`.
 
 After training: bits per character of the first --heldout-chars characters of the held-out Civil Code
-(laws/civil_code.txt, one continuous document) and of the bundled general held-out text, and tokens per character,
-beside the base model's. The rule the cap serves: at every budget the extended model ends no worse on the Civil
+(laws/civil_code.txt) and of the real Chinese and English general held-out texts (general/{zh,en}_heldout.txt), each
+one continuous document, and tokens per character, beside the base model's; the CPT replays what the recipe
+replays (real Chinese and English general text). The extension's gap to no extension on the Civil Code is fitted
+against log2(training tokens) for every variant trained at two budgets or more (break_even): where the line crosses
+zero is the budget where the extension starts to pay. The rule the cap serves: at every budget the extended model ends no worse on the Civil
 Code than the same CPT without extension. Writes benchmarks/results/laws_extension/{results.json,table.md}; each
 finished run is kept there (partial.json), so a stopped invocation goes on from what is done. bf16 autocast where
 the CPU has it fast, as `precision: auto` decides.
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 import sys
@@ -50,6 +54,7 @@ RECIPE = ROOT / "recipes/smollm2-135m_laws.yaml"
 RESULTS = ROOT / "benchmarks/results/laws_extension"
 REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
 VARIANTS = ("none", "capped", "uncapped")
+GENERAL = {"general_zh": "zh", "general_en": "en"}  # the real general held-out texts (forgetting)
 
 
 def size_of(variant: str) -> int | None:
@@ -141,15 +146,48 @@ def adopted(folder: Path, new_tokens: int) -> dict:
             "warmup": {k: v for k, v in (report.get("embedding_warmup") or {}).items() if k not in ("checks", "fit")}}
 
 
+def break_even(results: dict) -> list[dict]:
+    """Per extended variant: its Civil Code bits/char minus the no-extension run's at each budget both were trained
+    at, and a least-squares line gap = a + b * log2(training tokens) through those points, with the standard errors
+    of a and b from the residuals (none with two points) and the budget where the line crosses zero (where the
+    extension starts to pay, if b < 0)."""
+    none = {r["steps_planned"]: r["final"]["civil_code"]["bpc"] for r in results["runs"].values()
+            if r["variant"] == "none"}
+    out = []
+    variants = sorted({r["variant"] for r in results["runs"].values() if r["variant"] != "none"}, key=variant_order)
+    for variant in variants:
+        points = sorted((r["steps_planned"] * results["tokens_per_step"], r["final"]["civil_code"]["bpc"]
+                         - none[r["steps_planned"]]) for r in results["runs"].values()
+                        if r["variant"] == variant and r["steps_planned"] in none)
+        fit = {"variant": variant, "points": points}
+        if len(points) >= 2:
+            xs = [math.log2(t) for t, _ in points]
+            ys = [g for _, g in points]
+            n, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
+            sxx = sum((x - mx) ** 2 for x in xs)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+            intercept = my - slope * mx
+            fit.update(slope_per_doubling=slope, intercept=intercept)
+            if n > 2:
+                sigma2 = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+                fit.update(slope_se=math.sqrt(sigma2 / sxx), residual_sd=math.sqrt(sigma2))
+            if slope < 0:
+                fit["break_even_tokens"] = 2 ** (-intercept / slope)
+        out.append(fit)
+    return out
+
+
 def render(results: dict) -> str:
     base = results["base"]
+    general = [g for g in GENERAL if g in base]
     lines = [f"Model: {results['model']} ({results['precision']}); held-out: the first {results['heldout_chars']:,} "
-             "characters of the Civil Code (one document) and of the bundled general text; "
-             f"{results['tokens_per_step']:,} tokens per step.", "",
-             "| budget | variant | new tokens | Civil Code bits/char | Civil Code tokens/char | general bits/char | "
-             "warm-up steps | run time |", "|---|---|---:|---:|---:|---:|---:|---:|",
+             "characters of the Civil Code and of the real Chinese and English general held-out texts (each one "
+             f"continuous document); {results['tokens_per_step']:,} tokens per step.", "",
+             "| budget | variant | new tokens | Civil Code bits/char | Civil Code tokens/char | "
+             + " | ".join(f"{g} bits/char" for g in general) + " | warm-up steps | run time |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(general) + "---:|---:|",
              f"| - | base model | 0 | {base['civil_code']['bpc']:.3f} | {base['civil_code']['tokens_per_char']:.3f} | "
-             f"{base['general']['bpc']:.3f} | - | - |"]
+             + " | ".join(f"{base[g]['bpc']:.3f}" for g in general) + " | - | - |"]
 
     def change(value: float, ref: float) -> str:
         return f"{value:.3f} ({100 * (value / ref - 1):+.1f}%)"
@@ -160,7 +198,19 @@ def render(results: dict) -> str:
         lines.append(f"| {run['steps_planned']} steps ({run['steps_planned'] * results['tokens_per_step']:,} tokens) | "
                      f"{run['variant']} | {run['new_tokens']:,} | {change(f['civil_code']['bpc'], base['civil_code']['bpc'])} | "
                      f"{change(f['civil_code']['tokens_per_char'], base['civil_code']['tokens_per_char'])} | "
-                     f"{change(f['general']['bpc'], base['general']['bpc'])} | {warm} | {run['seconds'] / 60:.1f} min |")
+                     + " | ".join(change(f[g]["bpc"], base[g]["bpc"]) for g in general)
+                     + f" | {warm} | {run['seconds'] / 60:.1f} min |")
+    fits = [f for f in break_even(results) if "slope_per_doubling" in f]
+    if fits:
+        lines += ["", "Civil Code bits/char of each extension minus no extension at the same budget, fitted as "
+                  "a + b * log2(training tokens) (least squares; b is the change per doubling of the budget):", "",
+                  "| variant | points (training tokens: gap) | b per doubling | a | break-even budget |",
+                  "|---|---|---:|---:|---:|"]
+        for f in fits:
+            points = "; ".join(f"{t:,}: {g:+.3f}" for t, g in f["points"])
+            slope = f"{f['slope_per_doubling']:+.4f}" + (f" ± {f['slope_se']:.4f}" if "slope_se" in f else "")
+            even = f"{f['break_even_tokens']:,.0f} tokens" if "break_even_tokens" in f else "never (b >= 0)"
+            lines.append(f"| {f['variant']} | {points} | {slope} | {f['intercept']:+.3f} | {even} |")
     return "\n".join(lines)
 
 
@@ -215,8 +265,9 @@ def main() -> int:
                     "precision": f"{'bfloat16 autocast' if autocast else 'float32'} ({why})",
                     "recipe": str(RECIPE.relative_to(ROOT)), "requested_new_tokens": recipe.tokenizer_extension.new_tokens})
     results.setdefault("runs", {})
-    docs = {"civil_code": read_heldout([str(REALDATA / "laws/civil_code.txt")], args.heldout_chars),
-            "general": read_heldout(recipe.cpt.monitor.general, args.heldout_chars)}
+    docs = {"civil_code": read_heldout([str(REALDATA / "laws/civil_code.txt")], args.heldout_chars)}
+    docs.update({name: read_heldout([str(REALDATA / f"general/{lang}_heldout.txt")], args.heldout_chars)
+                 for name, lang in GENERAL.items()})
     if "base" not in results:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         results["base"] = measure(model, AutoTokenizer.from_pretrained(model_dir), docs, autocast)

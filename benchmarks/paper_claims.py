@@ -26,11 +26,14 @@
    suite's `diversity` task (run through `yunshan eval`'s run_eval), mean and spread over the seeds.
 3. **Replay (section 6.3).** From one base (--replay-base; by default models/smollm2-135m, the real
    SmolLM2-135M-Instruct imported by `make real-model`, when it is there, else the stand-in: part 1's seed-0
-   PanGu-π, trained on general text only like the demo's base), full-parameter continual
-   pretraining by run_cpt with domain:general = 1:0, 3:1 and 1:1 in tokens (finance and legal equal within the
-   domain share) at an equal number of domain tokens (1:0 trains S steps, 3:1 4S/3, 1:1 2S); held-out general,
-   finance and legal bits/char before and after (the `bpc` task on the first `--heldout-chars` characters of each
-   held-out file), forgetting (general rise) against gain (domain fall), one point per ratio.
+   PanGu-π, trained on general text only like the demo's base), full-parameter continual pretraining by run_cpt
+   with domain:general = 1:0, 3:1 and 1:1 in tokens at an equal number of domain tokens (1:0 trains S steps, 3:1
+   4S/3, 1:1 2S), each ratio over three seeds (data order and training seed). The text is real where
+   ../shared/realdata (or $YUNSHAN_REALDATA) holds it: the laws corpus as the domain, Chinese and English general
+   text (Wikipedia passages, OpenStax books) as the replay, split equally; bits/char before and after of the
+   held-out Civil Code (gain) and of the real Chinese and English general held-out texts (forgetting, each on its
+   own), the first `--heldout-chars` characters of each, scored as one continuous document. Without the real data,
+   and with --smoke, the bundled samples (finance + legal : general).
 
 Writes benchmarks/results/paper_claims/ (paper_claims.md: the tables and a closing note generated from the numbers
 on which of the paper's orderings held; results.json with wall and CPU times and the load average at start and
@@ -64,6 +67,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks/results/paper_claims"
 REAL_MODEL = ROOT / "models/smollm2-135m"
+REALDATA = Path(os.environ.get("YUNSHAN_REALDATA") or ROOT.parent / "shared" / "realdata")
 FIGURES = ROOT / "benchmarks/figures"
 
 # Table 4 of the paper (1B models, C-Eval accuracy and inference ms per token), beside each variant.
@@ -78,11 +82,7 @@ VARIANTS = {
     "both": {"label": "SIAF+AS (PanGu-π)", "overrides": {"siaf_terms": 2, "aug_shortcuts": 1}, "paper": (37.9, 7.86)},
 }
 FIG4 = ("vanilla", "aug_s", "siaf", "both")  # the four architectures of the paper's Fig. 4
-REPLAY = {  # domain:general in tokens; the domain share is split equally between finance and legal
-    "1:0": {"finance": 0.5, "legal": 0.5},
-    "3:1": {"finance": 0.375, "legal": 0.375, "general": 0.25},
-    "1:1": {"finance": 0.25, "legal": 0.25, "general": 0.5},
-}
+REPLAY = {"1:0": (1.0, 0.0), "3:1": (0.75, 0.25), "1:1": (0.5, 0.5)}  # domain:general -> (domain, general) shares
 STEPS_FACTOR = {"1:0": (1, 1), "3:1": (4, 3), "1:1": (2, 1)}  # steps = S * a / b: the same domain tokens
 
 
@@ -114,6 +114,7 @@ class Settings:
     replay_batch_size: int = 4
     replay_seq_len: int = 512
     replay_learning_rate: float = 1e-4  # a pretrained model's continual pretraining
+    replay_seeds: tuple = (0, 1, 2)  # each seed: its own data order (data.seed) and training seed
     standin_learning_rate: float = 1e-3  # the stand-in base is small and trained at 2e-3
     heldout_chars: int = 8000  # per held-out file in part 3
     block_size: int = 1024  # documents read, tokenised and shuffled together (data.block_size)
@@ -125,7 +126,7 @@ ABLATION_FIELDS = ("vocab_size", "seq_len", "batch_size", "learning_rate", "warm
 SMOKE = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, intermediate_size=64, aug_reduction=8,
              wide_layers=1, seq_len=64, batch_size=2, vanilla_steps=3, warmup_steps=1, seeds=(0, 1), eval_limit=12,
              decode_rounds=1, decode_tokens=4, replay_domain_steps=3, replay_batch_size=2, replay_seq_len=64,
-             heldout_chars=1500, block_size=32)
+             heldout_chars=1500, block_size=32, replay_seeds=(0,))
 
 
 def sample_path(*parts: str) -> str:
@@ -242,7 +243,7 @@ class StepTimes:
         return self._median_gap(self.cpu)
 
 
-def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, float], seq_len: int, batch: int,
+def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, tuple[str, float]], seq_len: int, batch: int,
                steps: int, lr: float, warmup: int, seed: int, weight_decay: float, block_size: int):
     from yunshan.recipe import load_recipe
     from yunshan.training.cpt import CptArgs
@@ -251,8 +252,7 @@ def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, float]
         "model": model,
         "tokenizer": {"path": tokenizer},
         "data": {"seq_len": seq_len, "seed": seed, "block_size": block_size, "sources": [
-            {"name": name, "path": sample_path(f"corpora/{name}/train.jsonl"), "weight": weight}
-            for name, weight in sources.items()]},
+            {"name": name, "path": path, "weight": weight} for name, (path, weight) in sources.items()]},
         "training": {"output_dir": str(out), "max_steps": steps, "per_device_batch_size": batch,
                      "learning_rate": lr, "warmup_steps": warmup, "weight_decay": weight_decay, "seed": seed,
                      "precision": "auto", "logging_steps": max(1, steps // 10), "save_steps": 10**6,
@@ -284,7 +284,7 @@ def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict
     if out.exists():
         shutil.rmtree(out)
     recipe = cpt_recipe(out, {"preset": "tiny", "config_overrides": overrides, "init_seed": seed}, str(tok_dir),
-                        {"general": 1.0}, s.seq_len, s.batch_size, steps, s.learning_rate, s.warmup_steps, seed, 0.1,
+                        {"general": (sample_path("corpora/general/train.jsonl"), 1.0)}, s.seq_len, s.batch_size, steps, s.learning_rate, s.warmup_steps, seed, 0.1,
                         s.block_size)
     timer = StepTimes()
     started, cpu = time.perf_counter(), time.process_time()
@@ -400,27 +400,70 @@ def standin_base(s: Settings, out: Path, ablation: dict | None) -> Path:
 # ---------------------------------------------------------------- part 3: replay
 
 
-def capped_heldout(out: Path, max_chars: int) -> dict[str, str]:
-    """The first whole documents of each held-out file up to `max_chars` characters (at least one), written as
-    .txt files (a document per paragraph) for the bpc task."""
+@dataclasses.dataclass
+class ReplayData:
+    """What part 3 trains on and scores. `real`: the laws corpus as the domain, real Chinese and English general
+    text as the replay, the Civil Code and the general held-out texts (../shared/realdata); otherwise (--smoke, or
+    no real data beside the checkout) the bundled samples: finance + legal as the domain, the sample general text."""
+
+    real: bool
+    domain: dict[str, str]  # source name -> corpus; the domain share is split equally between them
+    general: dict[str, str]  # source name -> corpus; the general share is split equally between them
+    heldout: dict[str, str]  # label -> held-out text
+    domain_heldout: tuple[str, ...]  # the labels whose pooled bits/char is the domain figure (gain)
+    general_heldout: tuple[str, ...]  # the labels each measured for forgetting
+
+
+def replay_data(smoke: bool) -> ReplayData:
+    real = REALDATA / "laws" / "laws.jsonl.zst"
+    if not smoke and real.is_file() and (REALDATA / "general" / "zh_train.jsonl.zst").is_file():
+        g = REALDATA / "general"
+        return ReplayData(
+            real=True, domain={"laws": str(real)},
+            general={"general_zh": str(g / "zh_train.jsonl.zst"), "general_en": str(g / "en_train.jsonl.zst")},
+            heldout={"civil_code": str(REALDATA / "laws" / "civil_code.txt"),
+                     "general_zh": str(g / "zh_heldout.txt"), "general_en": str(g / "en_heldout.txt")},
+            domain_heldout=("civil_code",), general_heldout=("general_zh", "general_en"))
+    if not smoke:
+        print(f"part 3: no real data in {REALDATA} (laws/, general/): the replay runs on the bundled samples",
+              flush=True)
+    return ReplayData(
+        real=False, domain={n: sample_path(f"corpora/{n}/train.jsonl") for n in ("finance", "legal")},
+        general={"general": sample_path("corpora/general/train.jsonl")},
+        heldout={n: sample_path(f"heldout/{n}.txt") for n in ("general", "finance", "legal")},
+        domain_heldout=("finance", "legal"), general_heldout=("general",))
+
+
+def replay_sources(data: ReplayData, ratio: str) -> dict[str, tuple[str, float]]:
+    """The CPT sources of one domain:general ratio: each side's share split equally between its corpora."""
+    domain_share, general_share = REPLAY[ratio]
+    sources = {n: (p, domain_share / len(data.domain)) for n, p in data.domain.items()}
+    if general_share:
+        sources.update({n: (p, general_share / len(data.general)) for n, p in data.general.items()})
+    return sources
+
+
+def capped_heldout(data: ReplayData, out: Path, max_chars: int) -> dict[str, str]:
+    """The first `max_chars` characters of each held-out text (its documents in order, the last one cut), written
+    as .txt files for the bpc task, which scores each as one continuous document."""
     from yunshan.training.monitoring import read_heldout
 
     files = {}
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("general", "finance", "legal"):
-        docs = read_heldout([sample_path(f"heldout/{name}.txt")], max_chars)
+    for name, source in data.heldout.items():
+        docs = read_heldout([source], max_chars)
         path = out / f"{name}.txt"
         path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
         files[name] = str(path)
     return files
 
 
-def bpc_summary(scores: dict) -> dict:
+def bpc_summary(scores: dict, data: ReplayData) -> dict:
     files = scores["files"]
     out = {name: f["bpc"] for name, f in files.items()}
-    # Domain = finance and legal together: their bits over their characters.
-    bits = sum(files[n]["nll_nats"] for n in ("finance", "legal")) / math.log(2)
-    out["domain"] = bits / sum(files[n]["chars"] for n in ("finance", "legal"))
+    # Domain: its held-out texts together, their bits over their characters.
+    bits = sum(files[n]["nll_nats"] for n in data.domain_heldout) / math.log(2)
+    out["domain"] = bits / sum(files[n]["chars"] for n in data.domain_heldout)
     return out
 
 
@@ -430,56 +473,65 @@ def weights_id(base: Path) -> list:
     return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in base.glob("*.safetensors"))
 
 
-def part_replay(s: Settings, out: Path, base: Path, lr: float) -> dict:
-    """Part 3: CPT at 1:0, 3:1 and 1:1 domain:general with equal domain tokens; bits/char before and after."""
+def part_replay(s: Settings, out: Path, base: Path, lr: float, data: ReplayData) -> dict:
+    """Part 3: CPT at 1:0, 3:1 and 1:1 domain:general with equal domain tokens, one run per seed; bits/char of every
+    held-out text before and after."""
     from yunshan.training.cpt import run_cpt
 
-    heldout = capped_heldout(out / "heldout", s.heldout_chars)
-    key_base = fingerprint(base=str(base.resolve()), weights=weights_id(base), chars=s.heldout_chars)
+    heldout = capped_heldout(data, out / "heldout", s.heldout_chars)
+    key_base = fingerprint(base=str(base.resolve()), weights=weights_id(base), chars=s.heldout_chars,
+                           heldout=data.heldout)
     before = reuse(out / "heldout", key_base)
     if before is None:
-        before = bpc_summary(evaluate(base, ["bpc"], heldout, "auto", None)["bpc"])
+        before = bpc_summary(evaluate(base, ["bpc"], heldout, "auto", None)["bpc"], data)
         save_record(out / "heldout", key_base, before)
     print(f"replay base {base}: bits/char {json.dumps({k: round(v, 4) for k, v in before.items()})}", flush=True)
-    runs = {}
-    for ratio, sources in REPLAY.items():
+    runs: dict[str, dict[str, dict]] = {}
+    for ratio in REPLAY:
         a, b = STEPS_FACTOR[ratio]
         steps = s.replay_domain_steps * a // b
-        folder = out / "runs" / ratio.replace(":", "to")
-        key = fingerprint(base=str(base.resolve()), weights=weights_id(base), sources=sources, steps=steps, lr=lr,
-                          chars=s.heldout_chars, batch=s.replay_batch_size, seq_len=s.replay_seq_len,
-                          block_size=s.block_size)
-        done = reuse(folder, key)
-        if done is None:
-            if folder.exists():
-                shutil.rmtree(folder)
-            recipe = cpt_recipe(folder, {"name_or_path": str(base)}, str(base), sources, s.replay_seq_len,
-                                s.replay_batch_size, steps, lr, max(1, steps // 10), 0, 0.0, s.block_size)
-            timer = StepTimes()
-            started, cpu = time.perf_counter(), time.process_time()
-            summary = run_cpt(recipe, callbacks=[timer.callback])
-            seconds = time.perf_counter() - started
-            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-            report = summary["data_report"]
-            after = bpc_summary(evaluate(folder, ["bpc"], heldout, "auto", None)["bpc"])
-            tokens = {name: src.tokens_trained for name, src in report.sources.items()}
-            step = timer.median_step()
-            done = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
-                    "tokens": tokens, "domain_tokens": tokens.get("finance", 0) + tokens.get("legal", 0),
-                    "general_tokens": tokens.get("general", 0), "after": after,
-                    "cpu_seconds": time.process_time() - cpu, "cpu_per_step": timer.median_cpu_step(),
-                    "tokens_per_s": s.replay_batch_size * s.replay_seq_len / step if step else None}
-            save_record(folder, key, done)
-            # The weights are not needed again (the record holds the scores) and are 0.5 GB for SmolLM2.
-            for weights in folder.glob("*.safetensors"):
-                weights.unlink()
-        done["forgetting"] = done["after"]["general"] - before["general"]
-        done["gain"] = before["domain"] - done["after"]["domain"]
-        runs[ratio] = done
-        print(f"replay {ratio}: {done['steps']} steps, domain tokens {done['domain_tokens']:,}, general "
-              f"{done['general_tokens']:,}; forgetting {done['forgetting']:+.4f}, gain {done['gain']:+.4f} "
-              f"bits/char", flush=True)
-    return {"base": str(base), "learning_rate": lr, "heldout": heldout, "before": before, "runs": runs}
+        sources = replay_sources(data, ratio)
+        for seed in s.replay_seeds:
+            folder = out / "runs" / f"{ratio.replace(':', 'to')}_seed{seed}"
+            key = fingerprint(base=str(base.resolve()), weights=weights_id(base), sources=sources, steps=steps, lr=lr,
+                              chars=s.heldout_chars, batch=s.replay_batch_size, seq_len=s.replay_seq_len,
+                              block_size=s.block_size, seed=seed, heldout=data.heldout)
+            done = reuse(folder, key)
+            if done is not None:
+                print(f"replay {ratio} seed {seed}: reused {folder}", flush=True)
+            else:
+                if folder.exists():
+                    shutil.rmtree(folder)
+                recipe = cpt_recipe(folder, {"name_or_path": str(base)}, str(base), sources, s.replay_seq_len,
+                                    s.replay_batch_size, steps, lr, max(1, steps // 10), seed, 0.0, s.block_size)
+                timer = StepTimes()
+                started, cpu = time.perf_counter(), time.process_time()
+                summary = run_cpt(recipe, callbacks=[timer.callback])
+                seconds = time.perf_counter() - started
+                shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+                report = summary["data_report"]
+                after = bpc_summary(evaluate(folder, ["bpc"], heldout, "auto", None)["bpc"], data)
+                tokens = {name: src.tokens_trained for name, src in report.sources.items()}
+                step = timer.median_step()
+                done = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
+                        "tokens": tokens, "domain_tokens": sum(tokens.get(n, 0) for n in data.domain),
+                        "general_tokens": sum(tokens.get(n, 0) for n in data.general), "after": after,
+                        "cpu_seconds": time.process_time() - cpu, "cpu_per_step": timer.median_cpu_step(),
+                        "tokens_per_s": s.replay_batch_size * s.replay_seq_len / step if step else None}
+                save_record(folder, key, done)
+                # The weights are not needed again (the record holds the scores) and are 0.5 GB for SmolLM2.
+                for weights in folder.glob("*.safetensors"):
+                    weights.unlink()
+            done["forgetting"] = {n: done["after"][n] - before[n] for n in data.general_heldout}
+            done["gain"] = before["domain"] - done["after"]["domain"]
+            runs.setdefault(ratio, {})[str(seed)] = done
+            print(f"replay {ratio} seed {seed}: {done['steps']} steps, domain tokens {done['domain_tokens']:,}, "
+                  f"general {done['general_tokens']:,}; forgetting "
+                  + ", ".join(f"{n} {v:+.4f}" for n, v in done["forgetting"].items())
+                  + f"; gain {done['gain']:+.4f} bits/char", flush=True)
+    return {"base": str(base), "learning_rate": lr, "real": data.real, "heldout": heldout, "sources": data.heldout,
+            "domain_heldout": list(data.domain_heldout), "general_heldout": list(data.general_heldout),
+            "before": before, "runs": runs}
 
 
 # ---------------------------------------------------------------- tables, plots and the closing note
@@ -519,18 +571,37 @@ def diversity_table(ab: dict, seeds) -> str:
     return "\n".join(lines) + f"\n\nd(0.8) out of hidden size {hidden}; mean ± sd over seeds {', '.join(map(str, seeds))}."
 
 
+def replay_cells(rp: dict, ratio: str, key) -> tuple[float, float, list[float]]:
+    """Mean, sd and per-seed values of `key(run)` over the seeds of one ratio."""
+    values = [key(r) for r in rp["runs"][ratio].values()]
+    return (*mean_std(values), values)
+
+
 def replay_table(rp: dict) -> str:
-    b = rp["before"]
-    lines = ["| domain:general | steps | domain tokens | general tokens | general bits/char (forgetting) | finance | "
-             "legal | domain (finance + legal) (gain) |", "|---|---:|---:|---:|---:|---:|---:|---:|",
-             f"| base (before) | - | - | - | {b['general']:.4f} | {b['finance']:.4f} | {b['legal']:.4f} | "
-             f"{b['domain']:.4f} |"]
-    for ratio, r in rp["runs"].items():
-        a = r["after"]
-        lines.append(f"| {ratio} | {r['steps']} | {r['domain_tokens']:,} | {r['general_tokens']:,} | "
-                     f"{a['general']:.4f} ({r['forgetting']:+.4f}) | {a['finance']:.4f} | {a['legal']:.4f} | "
-                     f"{a['domain']:.4f} ({-r['gain']:+.4f}) |")
-    return "\n".join(lines)
+    b, general, domain = rp["before"], rp["general_heldout"], rp["domain_heldout"]
+    texts = list(domain) + list(general)
+    seeds = len(next(iter(rp["runs"].values())))
+    head = (["domain:general", "steps", "domain tokens", "general tokens"]
+            + [f"{t} bits/char ({'gain' if t in domain else 'forgetting'})" for t in texts])
+    if len(domain) > 1:
+        head.append("domain, pooled (gain)")
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1),
+             "| base (before) | - | - | - | " + " | ".join(f"{b[t]:.4f}" for t in texts)
+             + (f" | {b['domain']:.4f}" if len(domain) > 1 else "") + " |"]
+    for ratio, by_seed in rp["runs"].items():
+        first = next(iter(by_seed.values()))
+        cells = [ratio, str(first["steps"]), f"{first['domain_tokens']:,}", f"{first['general_tokens']:,}"]
+        for t in texts + (["domain"] if len(domain) > 1 else []):
+            mean, sd, _ = replay_cells(rp, ratio, lambda r, t=t: r["after"][t])
+            change = 100 * (mean / b[t] - 1)
+            cells.append(f"{mean:.4f} ± {sd:.4f} ({change:+.2f}%)" if seeds > 1 else f"{mean:.4f} ({change:+.2f}%)")
+        lines.append("| " + " | ".join(cells) + " |")
+    per_seed = ["", f"Per seed ({', '.join(next(iter(rp['runs'].values())))}), bits/char after:"]
+    for ratio in rp["runs"]:
+        per_seed.append(f"- {ratio}: " + "; ".join(
+            f"{t} " + " / ".join(f"{v:.4f}" for v in replay_cells(rp, ratio, lambda r, t=t: r["after"][t])[2])
+            for t in texts))
+    return "\n".join(lines + (per_seed if seeds > 1 else []))
 
 
 def closing_note(ab: dict | None, rp: dict | None, seeds) -> list[str]:
@@ -567,14 +638,17 @@ def closing_note(ab: dict | None, rp: dict | None, seeds) -> list[str]:
             notes.append(f"Fig. 4: PanGu-π has a larger d(0.8) than {label[other]} in {wins} of {len(dims['both'])} "
                          f"layers (mean difference {gap:+.1f} dimensions over layers; paper: larger at every layer).")
     if rp is not None:
-        runs = rp["runs"]
-        f = {r: runs[r]["forgetting"] for r in runs}
-        g = {r: runs[r]["gain"] for r in runs}
-        order = f["1:1"] < f["3:1"] < f["1:0"]
-        notes.append("Replay (section 6.3: general replay alleviates forgetting): forgetting (general bits/char "
-                     f"rise) 1:0 {f['1:0']:+.4f}, 3:1 {f['3:1']:+.4f}, 1:1 {f['1:1']:+.4f}: the order 1:1 < 3:1 < 1:0 "
-                     f"{'held' if order else 'did not hold'}; gain (domain fall) at equal domain tokens 1:0 "
-                     f"{g['1:0']:+.4f}, 3:1 {g['3:1']:+.4f}, 1:1 {g['1:1']:+.4f}.")
+        for text in rp["general_heldout"]:
+            f = {r: replay_cells(rp, r, lambda run, t=text: run["forgetting"][t]) for r in rp["runs"]}
+            order = f["1:1"][0] < f["3:1"][0] < f["1:0"][0]
+            paired = sum(a < b < c for a, b, c in zip(f["1:1"][2], f["3:1"][2], f["1:0"][2]))
+            notes.append(f"Replay (section 6.3: general replay alleviates forgetting), {text}: forgetting (bits/char "
+                         f"rise, mean over {len(f['1:0'][2])} seed(s)) 1:0 {f['1:0'][0]:+.4f}, 3:1 {f['3:1'][0]:+.4f}, "
+                         f"1:1 {f['1:1'][0]:+.4f}: the order 1:1 < 3:1 < 1:0 {'held' if order else 'did not hold'} on "
+                         f"the means, in {paired} of {len(f['1:0'][2])} seeds.")
+        g = {r: replay_cells(rp, r, lambda run: run["gain"]) for r in rp["runs"]}
+        notes.append("Gain (domain bits/char fall) at equal domain tokens: " + ", ".join(
+            f"{r} {g[r][0]:+.4f} ± {g[r][1]:.4f}" for r in g) + ".")
     return notes
 
 
@@ -634,15 +708,20 @@ def plot_replay(rp: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for i, (ratio, r) in enumerate(rp["runs"].items()):
-        ax.scatter([r["gain"]], [r["forgetting"]], s=50, color=f"C{i}", label=f"domain:general {ratio}")
-        ax.annotate(ratio, (r["gain"], r["forgetting"]), textcoords="offset points", xytext=(6, 4))
-    ax.axhline(0, color="black", lw=0.8, ls=":")
-    ax.set(xlabel="gain: domain bits/char fall", ylabel="forgetting: general bits/char rise",
-           title=f"Replay at equal domain tokens ({Path(rp['base']).name})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    general = rp["general_heldout"]
+    fig, axes = plt.subplots(1, len(general), figsize=(5.5 * len(general), 4.2), squeeze=False)
+    for ax, text in zip(axes[0], general):
+        for i, ratio in enumerate(rp["runs"]):
+            gains = replay_cells(rp, ratio, lambda r: r["gain"])[2]
+            rises = replay_cells(rp, ratio, lambda r, t=text: r["forgetting"][t])[2]
+            ax.scatter(gains, rises, s=40, color=f"C{i}", label=f"domain:general {ratio}")
+            ax.annotate(ratio, (statistics.fmean(gains), statistics.fmean(rises)), textcoords="offset points",
+                        xytext=(6, 4))
+        ax.axhline(0, color="black", lw=0.8, ls=":")
+        ax.set(xlabel="gain: domain bits/char fall", ylabel=f"forgetting: {text} bits/char rise",
+               title=f"Replay at equal domain tokens ({Path(rp['base']).name})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -675,11 +754,15 @@ def render(results: dict) -> str:
                   "## 2. Feature diversity (paper Fig. 4): d(0.8) per layer on the held-out general text", "",
                   diversity_table(ab, seeds), ""]
     if rp is not None:
+        what = ("the real laws corpus as the domain, real Chinese and English general text (Wikipedia, OpenStax) "
+                "as the replay, split equally" if rp["real"] else "the bundled sample corpora")
         lines += ["## 3. Replay (paper section 6.3): continual pretraining at equal domain tokens", "",
-                  f"Base: {rp['base']}; full-parameter CPT, lr {rp['learning_rate']}, batch {s['replay_batch_size']} "
-                  f"x {s['replay_seq_len']} tokens; held-out: the first {s['heldout_chars']:,} characters (whole "
-                  "documents) of each sample held-out file; bits/char before -> after (change).", "",
-                  replay_table(rp), ""]
+                  f"Base: {rp['base']}; full-parameter CPT on {what}, lr {rp['learning_rate']}, batch "
+                  f"{s['replay_batch_size']} x {s['replay_seq_len']} tokens, seeds "
+                  f"{', '.join(map(str, s['replay_seeds']))} (data order and training seed); held-out: the first "
+                  f"{s['heldout_chars']:,} characters of each text ({', '.join(rp['sources'].values())}), each "
+                  "scored as one continuous document; bits/char after, mean ± sd over the seeds (change of the mean "
+                  "against the base).", "", replay_table(rp), ""]
     lines += ["## Closing note: the paper's orderings here", ""]
     lines += [f"- {n}" for n in closing_note(ab, rp, seeds)]
     return "\n".join(lines) + "\n"
@@ -692,7 +775,7 @@ def write_report(results: dict, settings: Settings, out: Path, figures: Path, se
     results["load_average"]["end"] = os.getloadavg()
     # A resumed run reuses finished runs: their own times (from the invocation that made them) are summed here.
     recorded = [r for by_seed in results.get("ablation", {}).get("runs", {}).values() for r in by_seed.values()]
-    recorded += list(results.get("replay", {}).get("runs", {}).values())
+    recorded += [r for by_seed in results.get("replay", {}).get("runs", {}).values() for r in by_seed.values()]
     results["runs_seconds"] = sum(r["seconds"] for r in recorded)
     results["runs_cpu_seconds"] = sum(r.get("cpu_seconds", 0.0) for r in recorded)
     seeds = settings.seeds
@@ -763,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
             base, lr = standin_base(settings, out, results.get("ablation")), settings.standin_learning_rate
             print(f"part 3: no {REAL_MODEL}; the base is the stand-in {base} (run `make real-model` for the real one)",
                   flush=True)
-        results["replay"] = part_replay(settings, out / "replay", base, lr)
+        results["replay"] = part_replay(settings, out / "replay", base, lr, replay_data(args.smoke))
         results["part_seconds"]["replay"] = time.perf_counter() - t
         results["part_cpu_seconds"]["replay"] = time.process_time() - c
     write_report(results, settings, out, figures, time.perf_counter() - started)

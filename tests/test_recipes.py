@@ -28,7 +28,7 @@ KINDS = {"pipeline": PipelineRecipe, "cpt": CptArgs, "sft": SftArgs, "pref": Pre
 
 
 # Whole pipelines named for what they make rather than <model>_pipeline_<method>: the demo and the laws run.
-PIPELINES = {"demo_tiny.yaml", "smollm2-135m_laws.yaml"}
+PIPELINES = {"demo_tiny.yaml", "smollm2-135m_laws.yaml", "gemma3-270m_laws.yaml"}
 
 
 def kind_of(path: Path) -> str:

@@ -8,6 +8,8 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paper_claims.py"
 
 
@@ -49,18 +51,23 @@ def test_smoke_run_writes_every_part_at_equal_flops_and_equal_domain_tokens(tmp_
     assert abs(models["widened"]["parameters"] - models["both"]["parameters"]) <= 4 * per_channel
     assert set(ab["decode"]) == set(models) and ab["decode"]["vanilla"]["ratio"] == 1.0
 
-    # Part 3: equal domain tokens (the mixer keeps ratios to within 2 chunks of seq_len / 4), general as the ratio.
+    # Part 3: equal domain tokens (the mixer keeps ratios to within 2 chunks of seq_len / 4), general as the ratio;
+    # smoke mode trains on the bundled samples (finance + legal : general), one run per ratio and seed.
     rp = results["replay"]
+    assert not rp["real"] and rp["general_heldout"] == ["general"] and rp["domain_heldout"] == ["finance", "legal"]
     chunk = s["replay_seq_len"] // 4
     runs = rp["runs"]
-    domain = runs["1:0"]["domain_tokens"]
-    assert runs["1:0"]["general_tokens"] == 0
-    for ratio, general_share in (("3:1", 1 / 3), ("1:1", 1.0)):
-        assert abs(runs[ratio]["domain_tokens"] - domain) <= 2 * chunk
-        assert abs(runs[ratio]["general_tokens"] - general_share * runs[ratio]["domain_tokens"]) <= 2 * chunk
-        assert runs[ratio]["forgetting"] == runs[ratio]["after"]["general"] - rp["before"]["general"]
-    assert rp["base"].endswith("both")  # no real model in smoke mode: part 1's seed-0 PanGu-π stands in
-
+    replay_seeds = [str(seed) for seed in s["replay_seeds"]]
+    assert set(runs) == {"1:0", "3:1", "1:1"} and all(list(by_seed) == replay_seeds for by_seed in runs.values())
+    for seed in replay_seeds:
+        domain = runs["1:0"][seed]["domain_tokens"]
+        assert runs["1:0"][seed]["general_tokens"] == 0
+        for ratio, general_share in (("3:1", 1 / 3), ("1:1", 1.0)):
+            run = runs[ratio][seed]
+            assert abs(run["domain_tokens"] - domain) <= 2 * chunk
+            assert abs(run["general_tokens"] - general_share * run["domain_tokens"]) <= 2 * chunk
+            assert run["forgetting"] == {"general": run["after"]["general"] - rp["before"]["general"]}
+            assert run["gain"] == rp["before"]["domain"] - run["after"]["domain"]
     markdown = (tmp_path / "paper_claims.md").read_text()
     for heading in ("## 1. Architecture ablation", "## 2. Feature diversity", "## 3. Replay", "## Closing note"):
         assert heading in markdown
@@ -72,6 +79,21 @@ def test_smoke_run_writes_every_part_at_equal_flops_and_equal_domain_tokens(tmp_
     capsys.readouterr()
     assert claims.main(["--smoke", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert printed.count(": reused ") == len(models) * len(seeds)
+    assert printed.count(": reused ") == len(models) * len(seeds) + len(runs) * len(replay_seeds)
     again = json.loads((tmp_path / "results.json").read_text())
     assert again["ablation"]["runs"] == ab["runs"] and again["replay"]["runs"] == runs
+
+
+def test_the_replay_trains_on_the_real_laws_and_general_text_where_it_is_beside_the_checkout():
+    claims = _load()
+    if not (claims.REALDATA / "general" / "zh_train.jsonl.zst").is_file():
+        pytest.skip(f"no real general text in {claims.REALDATA} (../shared/realdata/general)")
+    data = claims.replay_data(smoke=False)
+    assert data.real and data.domain_heldout == ("civil_code",)
+    assert data.general_heldout == ("general_zh", "general_en")
+    assert not any("samples" in p for p in [*data.domain.values(), *data.general.values(), *data.heldout.values()])
+    shares = {ratio: {n: w for n, (_, w) in claims.replay_sources(data, ratio).items()} for ratio in claims.REPLAY}
+    assert shares == {"1:0": {"laws": 1.0}, "3:1": {"laws": 0.75, "general_zh": 0.125, "general_en": 0.125},
+                      "1:1": {"laws": 0.5, "general_zh": 0.25, "general_en": 0.25}}
+    # --smoke keeps the bundled samples (CI has no real data), whatever is beside the checkout.
+    assert not claims.replay_data(smoke=True).real

@@ -104,3 +104,14 @@ def test_the_monitor_under_autocast_scores_as_yunshan_eval_and_puts_the_head_bac
     # a head already in float32 stays as it is
     bits_per_character(reference.model, reference.tokenizer, docs, max_length=64, autocast=True)
     assert isinstance(reference.model.get_output_embeddings(), float32_head_class())
+
+
+def test_general_labels_are_forgetting_and_every_other_label_is_gain():
+    from yunshan.eval.bpc import forgetting_table, is_general
+
+    assert is_general("general") and is_general("general_zh") and is_general("general-en")
+    assert not any(is_general(x) for x in ("civil_code", "legal", "generally", "zh_general"))
+    files = {k: {"bpc": v} for k, v in (("civil_code", 4.0), ("general_zh", 6.0), ("general_en", 1.0))}
+    after = {k: {"bpc": v["bpc"] * 0.9} for k, v in files.items()}
+    rows = forgetting_table({"files": files}, {"files": after}, "base", "tuned").splitlines()[2:]
+    assert [r.split(" | ")[1] for r in rows] == ["gain (domain)", "forgetting (general)", "forgetting (general)"]

@@ -20,9 +20,12 @@ template's end-of-turn token, and carry usage counts. The model is loaded as `yu
 Requests wait in one queue and run in batches of up to --max-batch-size rows (yunshan.serve.engine); none is lost:
 each is answered, or refused with an OpenAI error (yunshan.serve.app). The server listens on 127.0.0.1 unless
 --host says otherwise; with --api-key (or YUNSHAN_API_KEY, which keeps the key out of the process list) every /v1
-request must carry `Authorization: Bearer KEY`. Ctrl-C (or SIGTERM) stops taking connections and answers every
-request already received, running or queued; what is still unanswered after --drain-timeout seconds, or at a
-second Ctrl-C, is refused with a 503 (a stream ends with an error event), and a third Ctrl-C quits at once.
+request must carry `Authorization: Bearer KEY`. A --host other than loopback without a key is refused unless
+--allow-unauthenticated-network says so (then a warning is printed), and the port is taken before the model loads:
+either mistake is one line, not minutes of loading first. Request bodies over --max-body-mb are refused (413) before
+they are parsed. Ctrl-C (or SIGTERM) stops taking connections and answers every request already received, running or
+queued; what is still unanswered after --drain-timeout seconds, or at a second Ctrl-C, is refused with a 503 (a
+stream ends with an error event), and a third Ctrl-C quits at once.
 
 Built on FastAPI and uvicorn. `transformers serve` (transformers 5.24) was checked first and not used: it loads a
 model by `getattr(transformers, config.architectures[0])`, so PanGu-π and OTCE (registered with the Auto classes,
@@ -34,8 +37,12 @@ serving package is documented as experimental and subject to change.
 from __future__ import annotations
 
 import argparse
+import errno
+import ipaddress
 import logging
 import os
+import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -68,6 +75,11 @@ class ServeArgs:
     port: int = field(default=8000, metadata={"range": "[0, 65535]", "help": "TCP port"})
     api_key: str | None = field(default=None, metadata={
         "help": f"require `Authorization: Bearer KEY` on /v1 requests (or set {API_KEY_ENV}, which ps does not show)"})
+    allow_unauthenticated_network: bool = field(default=False, metadata={
+        "help": "serve a --host other than loopback without an API key: anyone who reaches the port can use the "
+                "model (refused without this flag)"})
+    max_body_mb: float = field(default=8.0, metadata={"range": "> 0",
+        "help": "largest request body in MiB; a larger one is refused with 413 before it is parsed"})
     max_batch_size: int = field(default=8, metadata={"range": ">= 1",
         "help": "most rows (requests x n) generated together in one batch"})
     max_queue: int = field(default=256, metadata={"range": ">= 1",
@@ -101,8 +113,80 @@ def served_name(args: ServeArgs, model_dir: Path) -> str:
     return source.resolve().name if source.exists() else args.model
 
 
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1): then no other machine reaches it."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: every address it resolves to must be loopback
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return False
+        return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def check_exposure(args: ServeArgs, api_key: str | None) -> str | None:
+    """ValueError for a server other machines could reach without a key, unless --allow-unauthenticated-network;
+    with it, the warning to print."""
+    if api_key or is_loopback(args.host):
+        return None
+    if not args.allow_unauthenticated_network:
+        raise ValueError(f"--host {args.host} serves every endpoint to the network and no API key is set: set one "
+                         f"(--api-key KEY, or {API_KEY_ENV} to keep it out of the process list), listen on 127.0.0.1, "
+                         "or pass --allow-unauthenticated-network to serve it open")
+    return (f"WARNING: listening on {args.host}:{args.port} with no API key (--allow-unauthenticated-network): "
+            "anyone who can reach this port can use the model")
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets listening on every address of host:port, as uvicorn would open them, taken before the model loads: a
+    port in use stops the command at once (ValueError, one line). Listening, not just bound: two sockets with
+    SO_REUSEADDR may both bind a port nobody listens on yet, so a second server would find out only after its load.
+    Connections that come while the model loads wait in the backlog and are answered once it runs."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as err:
+        raise ValueError(f"--host {host}: {err.strerror or err}") from None
+    sockets = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if sockets[0] is not sock:  # port 0: every address on the port the first one got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen()
+    except OSError as err:
+        for sock in sockets:
+            sock.close()
+        reason = "already in use" if err.errno == errno.EADDRINUSE else err.strerror or str(err)
+        raise ValueError(f"--port {port}: cannot listen on {host}:{port}: {reason} (another server? pick another "
+                         "--port)") from None
+    return sockets
+
+
 def build_server(args: ServeArgs) -> DrainingServer:
-    """The loaded model, its engine and the uvicorn server, ready to run (`server.run()`)."""
+    """The loaded model, its engine and the uvicorn server, ready to run (`server.run_serving()`). Whether the
+    server may listen where it is told (an API key for a network address, a free port) is checked first."""
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    warning = check_exposure(args, api_key)
+    sockets = bind(args.host, args.port)
+    try:
+        server = _build(args, sockets, api_key)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    server.warning = warning
+    if warning:
+        server.description += ", NO API KEY"
+    return server
+
+
+def _build(args: ServeArgs, sockets: list[socket.socket], api_key: str | None) -> DrainingServer:
     from yunshan.chat import ChatArgs, load_chat_model, run_final_model
     from yunshan.serve.app import build_app
     from yunshan.serve.engine import Engine
@@ -114,13 +198,13 @@ def build_server(args: ServeArgs) -> DrainingServer:
     name = served_name(args, model_dir)
     created = int(model_dir.stat().st_mtime) if model_dir.exists() else 0
     engine = Engine(chat, max_batch_size=args.max_batch_size, max_queue=args.max_queue, seed=args.seed)
-    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     app = build_app(engine, model_name=name, api_key=api_key, max_n=args.max_n, max_tokens=args.max_tokens,
-                    created=created)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="off",
+                    created=created, max_body_bytes=int(args.max_body_mb * 2**20))
+    port = sockets[0].getsockname()[1]
+    config = uvicorn.Config(app, host=args.host, port=port, log_level=args.log_level, lifespan="off",
                             timeout_graceful_shutdown=None)
-    server = DrainingServer(config, engine, args.drain_timeout)
-    server.description = (f"{chat.description}; served as {name!r} on http://{args.host}:{args.port}/v1, batches of "
+    server = DrainingServer(config, engine, args.drain_timeout, sockets)
+    server.description = (f"{chat.description}; served as {name!r} on http://{args.host}:{port}/v1, batches of "
                           f"up to {args.max_batch_size}, context {chat.max_length}"
                           f"{', API key required' if api_key else ''}")
     return server
@@ -131,10 +215,11 @@ class DrainingServer(uvicorn.Server):
     received, the second refuses what is left (503), the third quits at once. The process then exits 0 (uvicorn
     would raise the signal again after its shutdown)."""
 
-    def __init__(self, config, engine, drain_timeout: float):
+    def __init__(self, config, engine, drain_timeout: float, sockets: list[socket.socket] | None = None):
         super().__init__(config)
         self.engine, self.drain_timeout, self.signals_seen = engine, drain_timeout, 0
-        self.description = ""
+        self.sockets = sockets  # bound before the model loaded (bind)
+        self.description, self.warning = "", None
 
     def handle_exit(self, sig, frame) -> None:
         self.signals_seen += 1
@@ -159,7 +244,7 @@ class DrainingServer(uvicorn.Server):
         """Start the engine, serve until shut down, then stop the engine."""
         self.engine.start()
         try:
-            self.run()
+            self.run(sockets=self.sockets)
         finally:
             self.engine.abort("the server stopped")
             self.engine.stop(timeout=30)
@@ -182,6 +267,8 @@ def run(args: argparse.Namespace) -> int:
     server = build_server(a)
     print(f"yunshan serve: {server.description} (loaded in {time.monotonic() - started:.1f} s; Ctrl-C drains and "
           "stops)", flush=True)
+    if server.warning:
+        print(f"yunshan serve: {server.warning}", file=sys.stderr, flush=True)
     server.run_serving()
     print("yunshan serve: stopped", flush=True)
     return 0

@@ -21,6 +21,10 @@ token incrementally (tokenizers' DecodeStream), stops it at the model's stop ids
 while they may still be starting, cut off as OpenAI does) or at its max_tokens, and sends the text to the request as
 it is produced. generate() runs greedy selection (argmax) over the scores `_Choose` leaves, which for a sampled row
 are -inf everywhere but the token it drew: greedy rows get exactly generate()'s greedy answer.
+
+A failure that belongs to one request (its settings make the scores NaN or infinite, its sampler or decoder raises)
+fails that request alone (500, with the reason): its rows stop and the other rows of the batch go on. Only a
+failure of the model's forward pass fails the whole batch.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class Job:
         # The jobs of one request (several prompts of /v1/completions) may share one queue.
         self.events: asyncio.Queue = events if events is not None else asyncio.Queue()
         self.cancelled = threading.Event()  # the client went away: its rows stop at the next token
+        self.failed = False  # one of its rows failed (_Row.fail): the others stop too, the request got Failed
 
     def emit(self, event) -> None:
         try:
@@ -229,8 +234,15 @@ class Engine:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-        rows = [_Row(self, job, job.first_index + i, i) for job in batch for i in range(job.n)]
+        rows = []
         for job in batch:
+            try:
+                rows += [_Row(self, job, job.first_index + i, i) for i in range(job.n)]
+            except Exception as err:  # this request's settings cannot run: it alone fails
+                _fail(job, err)
+        if not rows:
+            return
+        for job in {row.job: None for row in rows}:
             job.emit(Started())
         length = max(len(row.job.prompt_ids) for row in rows)
         device = self.chat.model.device
@@ -275,8 +287,8 @@ class Engine:
 
         if sampling.temperature == 0:
             return None
-        if sampling.seed is not None:
-            return torch.Generator().manual_seed(sampling.seed + choice)
+        if sampling.seed is not None:  # any 64-bit seed, signed or not (manual_seed reads -1 as 2**64 - 1)
+            return torch.Generator().manual_seed((sampling.seed + choice) % 2**64)
         return torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=self._rng)))
 
 
@@ -295,6 +307,12 @@ class _Row:
         self.generator = engine.generator(job.sampling, choice)
         self.warpers = _warpers(job.sampling)
         self.counts = None  # token counts of the answer (presence and frequency penalties)
+        self.bias = None  # (ids, values) of logit_bias, as tensors on the scores' device once needed
+
+    def fail(self, err: Exception) -> None:
+        """This row cannot go on: its request fails (once, for all its rows) and the rest of the batch goes on."""
+        self.done = True
+        _fail(self.job, err)
 
     def add(self, token: int) -> None:
         """One generated token: stop id, stop string or max_tokens end the row; text is sent as it forms."""
@@ -375,46 +393,68 @@ def _warpers(sampling: Sampling) -> list:
     return warpers
 
 
+def _fail(job: Job, err: Exception) -> None:
+    if not job.failed:
+        job.failed = True
+        log.error("a request failed in generation: %s: %s", type(err).__name__, err)
+        job.emit(Failed(APIError(500, f"generation failed for this request: {type(err).__name__}: {err}")))
+
+
 class _Choose:
-    """LogitsProcessor: each row's settings applied to its scores, and its token drawn (see the module docstring)."""
+    """LogitsProcessor: each row's settings applied to its scores, and its token drawn (see the module docstring).
+    A row that fails fails its request alone; its scores are zeroed (generate() takes some token, which nobody
+    reads: the row is done, so _Advance ends it)."""
 
     def __init__(self, rows: list[_Row]):
         self.rows = rows
 
     def __call__(self, input_ids, scores):
+        for i, row in enumerate(self.rows):
+            if row.done or row.job.failed:
+                continue
+            try:
+                self.choose(row, input_ids[i:i + 1], scores[i])
+            except Exception as err:
+                row.fail(err)
+                scores[i].fill_(0.0)
+        return scores
+
+    @staticmethod
+    def choose(row: _Row, ids, s) -> None:
+        """Apply the row's settings to its scores `s` in place; a sampled row's draw leaves 0 at its token and -inf
+        elsewhere. `ids`: the row's ids so far, shape (1, length), left padding from column 0 to row.start."""
         import torch
 
-        for i, row in enumerate(self.rows):
-            if row.done:
-                continue
-            sampling = row.job.sampling
-            s = scores[i]
-            if sampling.repetition_penalty != 1.0:  # transformers' RepetitionPenaltyLogitsProcessor, padding left out
-                seen = input_ids[i, row.start:]
-                picked = s.gather(0, seen)
-                s.scatter_(0, seen, torch.where(picked < 0, picked * sampling.repetition_penalty,
-                                                picked / sampling.repetition_penalty))
-            if sampling.presence_penalty or sampling.frequency_penalty:
-                if row.counts is None:
-                    row.counts = torch.zeros_like(s)
-                if row.ids:
-                    row.counts.zero_().index_add_(0, torch.tensor(row.ids, device=s.device),
-                                                  torch.ones(len(row.ids), device=s.device))
-                s -= sampling.frequency_penalty * row.counts + sampling.presence_penalty * (row.counts > 0).to(s.dtype)
-            if sampling.logit_bias:
-                ids = torch.tensor([t for t in sampling.logit_bias if 0 <= t < s.shape[0]], dtype=torch.long)
-                if len(ids):
-                    s[ids] += torch.tensor([sampling.logit_bias[int(t)] for t in ids], dtype=s.dtype)
-            if row.generator is None:
-                continue  # greedy: generate() takes the argmax of these scores
-            warped = s.unsqueeze(0)
-            for warper in row.warpers:
-                warped = warper(input_ids[i:i + 1], warped)
-            probs = torch.softmax(warped[0].float(), dim=-1)
-            token = int(torch.multinomial(probs.cpu(), 1, generator=row.generator))
-            s.fill_(float("-inf"))
-            s[token] = 0.0
-        return scores
+        sampling = row.job.sampling
+        if sampling.repetition_penalty != 1.0:  # transformers' RepetitionPenaltyLogitsProcessor, padding left out
+            seen = ids[0, row.start:]
+            picked = s.gather(0, seen)
+            s.scatter_(0, seen, torch.where(picked < 0, picked * sampling.repetition_penalty,
+                                            picked / sampling.repetition_penalty))
+        if sampling.presence_penalty or sampling.frequency_penalty:
+            if row.counts is None:
+                row.counts = torch.zeros_like(s)
+            if row.ids:
+                row.counts.zero_().index_add_(0, torch.tensor(row.ids, device=s.device),
+                                              torch.ones(len(row.ids), device=s.device))
+            s -= sampling.frequency_penalty * row.counts + sampling.presence_penalty * (row.counts > 0).to(s.dtype)
+        if sampling.logit_bias:
+            if row.bias is None:
+                tokens = [t for t in sampling.logit_bias if 0 <= t < s.shape[0]]
+                row.bias = (torch.tensor(tokens, dtype=torch.long, device=s.device),
+                            torch.tensor([sampling.logit_bias[t] for t in tokens], dtype=s.dtype, device=s.device))
+            s[row.bias[0]] += row.bias[1]
+        if (torch.isnan(s) | torch.isposinf(s)).any():
+            raise FloatingPointError("the scores became NaN or infinite under this request's sampling settings")
+        if row.generator is None:
+            return  # greedy: generate() takes the argmax of these scores
+        warped = s.unsqueeze(0)
+        for warper in row.warpers:
+            warped = warper(ids, warped)
+        probs = torch.softmax(warped[0].float(), dim=-1)
+        token = int(torch.multinomial(probs.cpu(), 1, generator=row.generator))
+        s.fill_(float("-inf"))
+        s[token] = 0.0
 
 
 class _Advance:
@@ -431,8 +471,13 @@ class _Advance:
         for row, token in zip(self.rows, tokens):
             if row.done:
                 continue
-            if aborting or row.job.cancelled.is_set():
+            if row.job.failed:  # another row of its request failed
+                row.done = True
+            elif aborting or row.job.cancelled.is_set():
                 row.finish("abort", flush=False)
-                continue
-            row.add(token)
+            else:
+                try:
+                    row.add(token)
+                except Exception as err:
+                    row.fail(err)
         return torch.tensor([row.done for row in self.rows], dtype=torch.bool, device=input_ids.device)

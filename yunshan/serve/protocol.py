@@ -4,15 +4,20 @@
     request = ChatCompletionRequest.model_validate(body)    # pydantic; a bad field becomes a 400 naming it
 
 Requests are pydantic models with OpenAI's names and ranges (temperature 0-2, top_p 0-1, penalties -2..2,
-logit_bias -100..100, at most 4 stop strings), plus the extensions vLLM accepts under the same names (top_k, min_p,
-repetition_penalty). A field OpenAI defines that this server does not implement (tools, logprobs, audio, ...) is
-refused with a 400 naming it rather than silently ignored; an unknown field is refused as OpenAI refuses it
-("Unrecognized request argument supplied"). Every error body is OpenAI's: {"error": {"message", "type", "param",
-"code"}}, which the official client turns into its typed exceptions (BadRequestError, NotFoundError, ...).
+logit_bias -100..100 keyed by ASCII token ids, at most 4 stop strings), plus the extensions vLLM accepts under the
+same names (top_k, min_p, repetition_penalty). Every sampling number is bounded where it is parsed, so no request can
+take the sampler out of float32's range or overflow a generator's seed: temperature is 0 (greedy) or at least
+TEMPERATURE_FLOOR, seed a 64-bit integer, repetition_penalty within REPETITION_PENALTY. Text that reaches the
+tokenizer must be Unicode: a lone UTF-16 surrogate (JSON's "\\ud800" escape) is refused naming the field. A field
+OpenAI defines that this server does not implement (tools, logprobs, audio, ...) is refused with a 400 naming it
+rather than silently ignored; an unknown field is refused as OpenAI refuses it ("Unrecognized request argument
+supplied"). Every error body is OpenAI's: {"error": {"message", "type", "param", "code"}}, which the official client
+turns into its typed exceptions (BadRequestError, NotFoundError, ...).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Literal
@@ -25,6 +30,15 @@ UNSUPPORTED_CHAT = ("tools", "tool_choice", "functions", "function_call", "paral
 UNSUPPORTED_COMPLETION = ("suffix",)
 # Accepted and without effect here (bookkeeping fields of OpenAI's platform).
 IGNORED = ("user", "metadata", "store", "service_tier")
+# A positive temperature below this divides real logits (tens in float32) into infinities, and the probabilities
+# become NaN; vLLM clamps at the same 0.01 for the same reason. Here it is refused rather than changed.
+TEMPERATURE_FLOOR = 0.01
+# repetition_penalty divides (or multiplies) the scores of tokens already seen: 1e-300 is 0 in float32 (division by
+# zero). Within [0.01, 100] a score changes by at most a factor 100, far inside float32 after the temperature too.
+REPETITION_PENALTY = (0.01, 100.0)
+# torch.Generator.manual_seed takes any 64-bit integer, signed or not (a negative seed means seed + 2**64).
+SEED_RANGE = (-2**63, 2**64 - 1)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class APIError(Exception):
@@ -54,17 +68,17 @@ class _Request(BaseModel):
     stream_options: StreamOptions | None = None
     n: int | None = Field(default=1, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # and 0 or >= TEMPERATURE_FLOOR
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     presence_penalty: float | None = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=0.0, ge=-2.0, le=2.0)
     logit_bias: dict[str, float] | None = None
     # Extensions under vLLM's names (not in OpenAI's API; the openai client sends them through extra_body).
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: int | None = Field(default=None, ge=0, le=2**31 - 1)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    repetition_penalty: float | None = Field(default=None, ge=REPETITION_PENALTY[0], le=REPETITION_PENALTY[1])
     user: str | None = None
     metadata: dict | None = None
     store: bool | None = None
@@ -80,12 +94,21 @@ class _Request(BaseModel):
             raise ValueError("a stop sequence must not be empty")
         return stops
 
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value):
+        if value is not None and 0 < value < TEMPERATURE_FLOOR:
+            raise ValueError(f"must be 0 (greedy) or at least {TEMPERATURE_FLOOR} (a smaller temperature turns the "
+                             "scores into infinities)")
+        return value
+
     @field_validator("logit_bias")
     @classmethod
     def _bias(cls, value):
         for key, bias in (value or {}).items():
-            if not key.lstrip("-").isdigit():
-                raise ValueError(f"keys are token ids, got {key!r}")
+            # ASCII digits only: str.isdigit() also holds for "²" or "١", which int() then refuses or reads.
+            if not re.fullmatch("-?[0-9]+", key):
+                raise ValueError(f"keys are token ids (ASCII digits), got {key!r}")
             if not -100 <= bias <= 100:
                 raise ValueError(f"biases lie in [-100, 100], got {bias} for token {key}")
         return value
@@ -107,14 +130,15 @@ class ChatMessage(BaseModel):
         if self.content is None:
             return ""
         if isinstance(self.content, str):
-            return self.content
+            return check_unicode(self.content, f"messages[{index}].content", f"messages.[{index}].content")
         texts = []
         for number, part in enumerate(self.content):
             if part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise APIError(400, f"messages[{index}].content[{number}]: only text parts "
                                     f"({{'type': 'text', 'text': ...}}) are supported, got type {part.get('type')!r}",
                                param=f"messages.[{index}].content")
-            texts.append(part["text"])
+            texts.append(check_unicode(part["text"], f"messages[{index}].content[{number}].text",
+                                       f"messages.[{index}].content"))
         return "".join(texts)
 
 
@@ -186,6 +210,17 @@ class CompletionRequest(_Request):
             return [list(p)]
         return list(p)
 
+
+def check_unicode(text: str, field: str, param: str) -> str:
+    """`text` if it is Unicode, else APIError 400 naming `field` and the character. JSON's "\\ud800" escape decodes
+    to a lone UTF-16 surrogate, which is no character: UTF-8 cannot encode it, so the tokenizer (or the chat
+    template before it) would fail on it. A proper pair ("\\ud83d\\ude00") decodes to its one character."""
+    bad = _SURROGATE.search(text)
+    if bad:
+        raise APIError(400, f"{field}: invalid character U+{ord(bad.group()):04X} at position {bad.start()}: a lone "
+                            "UTF-16 surrogate is not a Unicode character (send UTF-8 text, or JSON \\u escapes in "
+                            "surrogate pairs)", param=param)
+    return text
 
 
 def new_id(prefix: str) -> str:
