@@ -210,7 +210,7 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
 
         chat = use_chat(lm.tokenizer, args.chat)
         for label, task, data in tasks:
-            run_task, extra = module_of(task).run_task, {}
+            run_task, extra = module_of(task, args.mode).run_task, {}
             if "keep" in inspect.signature(run_task).parameters:
                 # A long task (LawBench: 20 generation runs) hands over each finished part at once.
                 def keep(res, label=label, name=name, format=task.format):
