@@ -384,3 +384,35 @@ def test_loglik_on_financeiq_is_labelled_yunshans(llama_dir, tmp_path, writers):
     res = report["tasks"]["financeiq"]["results"][llama_dir.name]
     assert res["mode"] == "loglik" and "not FinanceIQ's own scoring" in res["scoring"]
     assert "random_fallbacks" not in res
+
+
+def test_task_modes_score_financeiq_as_its_owners_beside_answer_only_fineval(bench, llama_dir, tmp_path, capsys):
+    """One run, as a recipe's eval section has it: FinEval answer-only (--mode loglik), FinanceIQ generated and
+    scored as its owners' code does (--task-modes financeiq=generate)."""
+    from yunshan.cli import main
+
+    out = tmp_path / "run"
+    assert main(["eval", "--model", str(llama_dir), "--tasks", f"fineval={bench['fineval']}",
+                 f"financeiq={bench['financeiq']}", "--task-modes", "financeiq=generate", "--shots", "1",
+                 "--max-new-tokens", "8", "--out", str(out), "--no-progress", "--no-hash-weights"]) == 0
+    capsys.readouterr()
+    report = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    fin = report["tasks"]["fineval"]["results"][llama_dir.name]
+    iq = report["tasks"]["financeiq"]["results"][llama_dir.name]
+    assert (fin["mode"], iq["mode"]) == ("loglik", "generate")
+    assert iq["scoring"].startswith("FinanceIQ's own") and iq["generation"]["max_new_tokens"] == 8
+    # The bench folder holds two of FinanceIQ's ten subjects: the Overall is theirs, and says so.
+    assert len(iq["missing_subjects"]) == 8 and iq["overall"] == sum(
+        s["accuracy"] for s in iq["subjects"].values()) / 2
+    assert report["settings"]["task_modes"] == ["financeiq=generate"]
+    metric = report["tasks"]["financeiq"]["metrics"][llama_dir.name][0]
+    assert "FinanceIQ's own extraction" in metric["detail"] and "random letter" in metric["detail"]
+
+
+@pytest.mark.parametrize("spec", ["financeiq", "cmmlu=generate", "financeiq=sample"])
+def test_task_modes_reject_what_is_not_a_task_run_and_a_mode(bench, llama_dir, tmp_path, spec):
+    from yunshan.eval.commands import EvalArgs, run_eval
+
+    with pytest.raises(ValueError, match="--task-modes .*NAME=MODE"):
+        run_eval(EvalArgs(model=[str(llama_dir)], tasks=[f"financeiq={bench['financeiq']}"], task_modes=[spec],
+                          out=str(tmp_path / "out"), progress=False))
