@@ -13,7 +13,10 @@ generated answer, to stay close to real use. This module runs that pipeline step
 2. Generation (`hf_causal_model.eval`): `max_new_tokens=512`, `repetition_penalty=1.1`, decoding otherwise the
    model's default, which is greedy unless its generation_config.json says to sample (yunshan always decodes
    greedily and records whether the model's config samples). Batches are left-padded; transformers leaves the
-   padding out of the repetition penalty, so a batch gives what their one-at-a-time loop gives.
+   padding out of the repetition penalty, so a batch gives what their one-at-a-time loop gives. Their script
+   continues the raw prompt, except for models named "...chat..." outside the LLaMA family, which answer through
+   their own remote-code `.chat()` and its settings: `--chat off` is the raw path, `--chat on`/`auto` a chat-template
+   turn in place of `.chat()`.
 3. Saving (`run_eval`, `compute_accuracy`): `pred.replace("\\n", "")` goes into `results_{subject}.csv` through
    pandas and is read back. `saved_response` models that round trip as it ran for the published tables: pandas'
    missing-value strings ("", "NA", "None", "null", ...) come back as NaN, which `extract_choice` sees as "nan";
