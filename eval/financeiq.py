@@ -248,10 +248,13 @@ def run_financeiq(lm, root: str | Path, split: str = "test", shots: int = 5, lim
         start += n
     accs = [v["accuracy"] for v in per_subject.values()]
     strict = [v["accuracy_fallbacks_wrong"] for v in per_subject.values()]
+    differs = [f"{name} {value}, theirs {theirs}" for name, value, theirs in (
+        ("max_new_tokens", max_new_tokens, MAX_NEW_TOKENS), ("max_length", max_length, MAX_LENGTH)) if value != theirs]
     return {
         "format": "cmmlu", "split": split, "shots": shots, "mode": "generate", "prompt_style": "cmmlu", "limit": limit,
         "scoring": f"FinanceIQ's own ({SOURCE}): generated answer, their extract_choice, random letter when no "
-                   "pattern reads one (seeded); accuracy per subject, Overall = unweighted mean",
+                   "pattern reads one (seeded); accuracy per subject, Overall = unweighted mean"
+                   + (f"; differs from theirs: {', '.join(differs)}" if differs else ""),
         "subjects": per_subject, "columns": list(per_subject),
         "overall": sum(accs) / len(accs), "overall_fallbacks_wrong": sum(strict) / len(strict),
         "n": sum(v["n"] for v in per_subject.values()),

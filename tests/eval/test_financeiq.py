@@ -401,6 +401,7 @@ def test_task_modes_score_financeiq_as_its_owners_beside_answer_only_fineval(ben
     iq = report["tasks"]["financeiq"]["results"][llama_dir.name]
     assert (fin["mode"], iq["mode"]) == ("loglik", "generate")
     assert iq["scoring"].startswith("FinanceIQ's own") and iq["generation"]["max_new_tokens"] == 8
+    assert iq["scoring"].endswith("differs from theirs: max_new_tokens 8, theirs 512")
     # The bench folder holds two of FinanceIQ's ten subjects: the Overall is theirs, and says so.
     assert len(iq["missing_subjects"]) == 8 and iq["overall"] == sum(
         s["accuracy"] for s in iq["subjects"].values()) / 2
