@@ -64,8 +64,9 @@ class EvalArgs:
                 "for CMMLU and FinanceIQ; docs/evaluation-formats.md) or lm-eval (lm-evaluation-harness's ceval-valid "
                 "and cmmlu tasks' prompts)"})
     chat: str = field(default="auto", metadata={
-        "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off; on also puts "
-                "your own mc sets' likelihood prompts in a chat turn (lm-eval's --apply_chat_template)"})
+        "help": "use the tokenizer's chat template when generating: auto (if it has one; FinanceIQ's own scoring "
+                "follows its owners' script: the raw prompt unless the model has its own .chat()), on, off; on also "
+                "puts your own mc sets' likelihood prompts in a chat turn (lm-eval's --apply_chat_template)"})
     description: str = field(default="", metadata={
         "help": "your own sets (mc, qa, gen): the text before the examples and the question; {subject} becomes the "
                 "row's subject (C-Eval's: '以下是中国关于{subject}考试的单项选择题，请选出其中的正确答案。\\n\\n')"})

@@ -15,8 +15,8 @@ generated answer, to stay close to real use. This module runs that pipeline step
    greedily and records whether the model's config samples). Batches are left-padded; transformers leaves the
    padding out of the repetition penalty, so a batch gives what their one-at-a-time loop gives. Their script
    continues the raw prompt, except for models named "...chat..." outside the LLaMA family, which answer through
-   their own remote-code `.chat()` and its settings: `--chat off` is the raw path, `--chat on`/`auto` a chat-template
-   turn in place of `.chat()`.
+   their own remote-code `.chat()` and its settings. `--chat auto` follows it (`owners_chat`: the raw prompt, a
+   chat-template turn in place of `.chat()` only for a model that has one); `--chat on` / `off` force either.
 3. Saving (`run_eval`, `compute_accuracy`): `pred.replace("\\n", "")` goes into `results_{subject}.csv` through
    pandas and is read back. `saved_response` models that round trip as it ran for the published tables: pandas'
    missing-value strings ("", "NA", "None", "null", ...) come back as NaN, which `extract_choice` sees as "nan";
@@ -197,6 +197,16 @@ def score_subject(subject: str, questions: list, outputs: list[str], shots: list
             "split_off_rows": n + dropped - len(questions), "dropped_first_row": dropped, "records": records}
 
 
+def owners_chat(lm, flag: str, chat: bool) -> bool:
+    """Whether the prompt goes into a chat turn. `--chat auto` follows the owners' script: it continues the raw prompt
+    for every model except those with their own remote-code `.chat()` (Baichuan, ChatGLM, Qwen-1 and InternLM chat
+    models, sent through it), for which the chat template stands in when the tokenizer has one (`chat`, as --chat
+    auto resolved it). `--chat on` / `off` decide by themselves."""
+    if flag == "auto":
+        return chat and callable(getattr(lm.model, "chat", None))
+    return chat
+
+
 def _is_int(text: str | None) -> bool:
     try:
         int(text)
@@ -280,5 +290,5 @@ def run_task(lm, data: Path, args, chat: bool, task=None) -> tuple[dict, list[Pa
         raise ValueError("--prompt-style lm-eval: FinanceIQ's own scoring (--mode generate) uses FinanceIQ's prompt; "
                          "score lm-eval's cmmlu prompt with --mode loglik, or drop --prompt-style")
     return run_financeiq(lm, data, split=args.split or "test", shots=args.shots, limit=args.limit,
-                         batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                         batch_size=args.batch_size, add_bos=args.add_bos, chat=owners_chat(lm, args.chat, chat),
                          max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS, progress=args.progress), []

@@ -335,6 +335,9 @@ def test_tiny_model_generations_scored_as_the_owners_score_them(owners, llama_di
                                hash_weights=False))
     res = report["tasks"]["financeiq"]["results"][llama_dir.name]
     assert res["scoring"].startswith("FinanceIQ's own") and res["generation"]["repetition_penalty"] == 1.1
+    # --chat auto follows the owners' script: the raw prompt, since this model has no .chat() of its own (its
+    # tokenizer has a chat template, which --chat auto uses for the other tasks).
+    assert res["generation"]["chat"] is False
     assert res["missing_subjects"] == [] and len(res["subjects"]) == 10
     by_subject = {name: [] for name in SUBJECTS}
     for r in res["predictions"]:
@@ -417,3 +420,15 @@ def test_task_modes_reject_what_is_not_a_task_run_and_a_mode(bench, llama_dir, t
     with pytest.raises(ValueError, match="--task-modes .*NAME=MODE"):
         run_eval(EvalArgs(model=[str(llama_dir)], tasks=[f"financeiq={bench['financeiq']}"], task_modes=[spec],
                           out=str(tmp_path / "out"), progress=False))
+
+
+def test_chat_auto_follows_the_owners_script():
+    """Their hf_causal_model.py continues the raw prompt, except for the models with a remote-code .chat()."""
+    from types import SimpleNamespace
+
+    from yunshan.eval.financeiq import owners_chat
+
+    plain, own = SimpleNamespace(model=object()), SimpleNamespace(model=SimpleNamespace(chat=lambda *a: ""))
+    assert [owners_chat(plain, "auto", True), owners_chat(own, "auto", True), owners_chat(own, "auto", False)] == [
+        False, True, False]  # the last: no chat template to stand in for .chat()
+    assert [owners_chat(plain, "on", True), owners_chat(own, "off", False)] == [True, False]
