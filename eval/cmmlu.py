@@ -28,6 +28,12 @@ from .multiple_choice import (
 COLUMNS = {"id": "", "question": "Question", "A": "A", "B": "B", "C": "C", "D": "D", "answer": "Answer"}
 HEADER_HINT = ",Question,A,B,C,D,Answer"
 PROMPT_STYLES = ("cmmlu", "lm-eval")
+# How each --mode scores, as results.json says it ("scoring").
+SCORING = {
+    "loglik": "answer-only: the letter A-D most likely right after the prompt (yunshan's, as lm-eval scores)",
+    "cloze": "cloze: each option's text after the question, against a neutral context (yunshan's)",
+    "generate": "generated answer, yunshan's extraction (extraction.py); an answer no pattern reads counts wrong",
+}
 
 
 @dataclass
@@ -102,7 +108,9 @@ def load_cmmlu(root: str | Path, split: str = "test", shots: int = 5) -> list[Su
     return subjects
 
 
-def _body(q: Question) -> str:
+def query_text(q: Question) -> str:
+    """The scored question of CMMLU's own prompt, ending at "答案是：" where the answer goes (format_example
+    with include_answer=False)."""
     # The texts as released: CMMLU's and FinanceIQ's own code put question and options in unchanged.
     a, b, c, d = q.options
     return f"题目：{q.question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案是："
@@ -114,14 +122,24 @@ def _lm_eval_body(q: Question) -> str:
     return f"{q.question.strip()}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\n答案："
 
 
+def prompt_header(subject_name: str) -> str:
+    """The line that opens every CMMLU-format prompt (CMMLU's and FinanceIQ's gen_prompt)."""
+    return f"以下是关于{subject_name}的单项选择题，请直接给出正确答案的选项。\n\n"
+
+
+def solved_example(q: Question) -> str:
+    """One few-shot example of CMMLU's own prompt: the question, its options and its answer (format_example)."""
+    return f"{query_text(q)}{q.answer}\n\n"
+
+
 def render_prompt(subject_name: str, shots: list[Question], query: Question, style: str = "cmmlu") -> str:
     """The prompt for `query`, ending where the answer letter goes: CMMLU's own ("答案是：", the letter follows
     with no space) or lm-eval's cmmlu task's ("答案：", then its target delimiter " " and the letter)."""
-    header = f"以下是关于{subject_name}的单项选择题，请直接给出正确答案的选项。\n\n"
     if style == "cmmlu":
-        return header + "".join(f"{_body(s)}{s.answer}\n\n" for s in shots) + _body(query)
+        return prompt_header(subject_name) + "".join(solved_example(s) for s in shots) + query_text(query)
     if style == "lm-eval":
-        return header + "".join(f"{_lm_eval_body(s)} {s.answer}\n\n" for s in shots) + _lm_eval_body(query)
+        return (prompt_header(subject_name) + "".join(f"{_lm_eval_body(s)} {s.answer}\n\n" for s in shots)
+                + _lm_eval_body(query))
     raise ValueError(f"prompt style {style!r} is not valid for the CMMLU format; "
                      f"use one of {', '.join(PROMPT_STYLES)}")
 
@@ -167,13 +185,19 @@ def run_cmmlu(lm, root: str | Path, split: str = "test", shots: int = 5, limit: 
         progress=progress, desc="cmmlu", delimiter=delimiter_for(prompt_style))
     result = aggregate(subjects, correct)
     result.update({"format": "cmmlu", "split": split, "shots": shots, "mode": mode, "prompt_style": prompt_style,
+                   "scoring": SCORING.get(mode, mode),
                    "limit": limit, **counts, "predictions": records, "columns": list(result["subjects"])})
     return result
 
 
 def run_task(lm, data: Path, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
-    """`yunshan eval --tasks financeiq|cmmlu`: this module's entry in yunshan.eval.tasks."""
-    return run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
-                     prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "cmmlu",
-                     batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
-                     max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit), []
+    """`yunshan eval --tasks financeiq|cmmlu`: this module's entry in yunshan.eval.tasks (FinanceIQ's --mode generate
+    runs financeiq.py instead)."""
+    result = run_cmmlu(lm, data, split=args.split or "test", shots=args.shots, mode=args.mode,
+                       prompt_style="lm-eval" if args.prompt_style == "lm-eval" else "cmmlu",
+                       batch_size=args.batch_size, add_bos=args.add_bos, chat=chat,
+                       max_new_tokens=args.max_new_tokens or 32, progress=args.progress, limit=args.limit)
+    if task is not None and task.generate:
+        result["scoring"] += (f"; not {task.title}'s own scoring, which reads generated answers (--mode generate, "
+                              f"{task.generate}.py)")
+    return result, []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from yunshan.data.conversations import SftSourceArgs
@@ -60,13 +60,17 @@ class EvalArgs:
         "help": "loglik: answer-only, next-token likelihood of A-D (as the papers score); cloze: likelihood of "
                 "each option's text after the question against a neutral context (knowledge, for small models); "
                 "generate: greedy answer + documented extraction"})
+    task_modes: list[str] = field(default_factory=list, metadata={
+        "help": "NAME=MODE: score task NAME in MODE instead of --mode, e.g. financeiq=generate (FinanceIQ as its "
+                "owners' code scores it, generated answers, beside answer-only FinEval and CMMLU)"})
     prompt_style: str = field(default="benchmark", metadata={
         "help": "multiple-choice prompt: benchmark (each benchmark's own: C-Eval's for C-Eval and FinEval, CMMLU's "
                 "for CMMLU and FinanceIQ; docs/evaluation-formats.md) or lm-eval (lm-evaluation-harness's ceval-valid "
                 "and cmmlu tasks' prompts)"})
     chat: str = field(default="auto", metadata={
-        "help": "use the tokenizer's chat template when generating: auto (if it has one), on, off; on also puts "
-                "your own mc sets' likelihood prompts in a chat turn (lm-eval's --apply_chat_template)"})
+        "help": "use the tokenizer's chat template when generating: auto (if it has one; FinanceIQ's own scoring "
+                "follows its owners' script: the raw prompt unless the model has its own .chat()), on, off; on also "
+                "puts your own mc sets' likelihood prompts in a chat turn (lm-eval's --apply_chat_template)"})
     description: str = field(default="", metadata={
         "help": "your own sets (mc, qa, gen): the text before the examples and the question; {subject} becomes the "
                 "row's subject (C-Eval's: '以下是中国关于{subject}考试的单项选择题，请选出其中的正确答案。\\n\\n')"})
@@ -158,6 +162,24 @@ def _parse_tasks(args: EvalArgs) -> list[tuple[str, object, Path | None]]:
     return resolve_tasks(args.tasks, args.data_dir)
 
 
+MODES = ("loglik", "cloze", "generate")
+
+
+def task_modes(args: EvalArgs, tasks: list) -> dict[str, str]:
+    """Task label -> mode, from --task-modes NAME=MODE (the tasks not named there run in --mode)."""
+    labels = [label for label, _, _ in tasks]
+    modes = {}
+    for spec in args.task_modes:
+        name, eq, mode = spec.partition("=")
+        if not eq or name not in labels or mode not in MODES:
+            raise ValueError(f"--task-modes {spec!r}: write NAME=MODE with NAME one of the tasks run "
+                             f"({', '.join(labels)}) and MODE one of {', '.join(MODES)}")
+        if name in modes:
+            raise ValueError(f"--task-modes: {name!r} given twice")
+        modes[name] = mode
+    return modes
+
+
 def run_eval(args: EvalArgs) -> dict:
     """Run every task on every model; returns the report (and writes it under args.out)."""
     from .tasks import module_of
@@ -166,8 +188,9 @@ def run_eval(args: EvalArgs) -> dict:
     for _, _, path in tasks:
         if path is not None and not path.exists():
             raise FileNotFoundError(f"{path}: no such task data")
-    if args.mode not in ("loglik", "cloze", "generate"):
+    if args.mode not in MODES:
         raise ValueError(f"--mode {args.mode!r} is not valid; use loglik, cloze or generate")
+    task_modes(args, tasks)  # a bad NAME=MODE stops here, before any model is loaded
     if args.prompt_style not in PROMPT_STYLES:
         raise ValueError(f"--prompt-style {args.prompt_style!r} is not valid; use {' or '.join(PROMPT_STYLES)}")
     for _, task, path in tasks:
@@ -202,6 +225,7 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
     results: dict[str, dict[str, dict]] = {label: {} for label, _, _ in tasks}
     started = time.time()
     names = []
+    modes = task_modes(args, tasks)
     for path in args.model:
         # A Hub id is recorded as the HF cache folder it resolved to (its commit is in the path).
         revision = args.revision if not Path(path).exists() else None
@@ -228,7 +252,8 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
 
         chat = use_chat(lm.tokenizer, args.chat)
         for label, task, data in tasks:
-            run_task, extra = module_of(task).run_task, {}
+            task_args = replace(args, mode=modes[label]) if label in modes else args
+            run_task, extra = module_of(task, task_args.mode).run_task, {}
             if "keep" in inspect.signature(run_task).parameters:
                 # A long task (LawBench: 20 generation runs) hands over each finished part at once.
                 def keep(res, label=label, name=name, format=task.format):
@@ -237,7 +262,7 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
                 extra["keep"] = keep
             task_started = time.time()
             with lm.compute():
-                res, texts = run_task(lm, data, args, chat, task, **extra)
+                res, texts = run_task(lm, data, task_args, chat, task, **extra)
             results[label][name] = res
             entry = report["tasks"].setdefault(label, {})
             if data is not None:

@@ -6,6 +6,8 @@
 Patterns are tried in the order listed in CHOICE_PATTERNS; the first that matches decides. An answer that no
 pattern matches returns (None, None): the caller counts it wrong and reports how many there were. Nothing is
 ever guessed at random (FinEval's own extractor falls back to a random letter, so its scores do not reproduce).
+FinanceIQ in generate mode is scored by FinanceIQ's own extractor instead, its random letter seeded and counted
+(financeiq.py).
 """
 
 from __future__ import annotations

@@ -41,10 +41,15 @@ def task_table(task: str, results: dict[str, dict]) -> str:
         return "\n".join(lines)
     if fmt == "cmmlu":
         cols = first["columns"]
-        lines = [_row("Model", [first["subjects"][c]["name"] for c in cols] + ["AVG"]), "|" + "---|" * (len(cols) + 2)]
+        # FinanceIQ's own scoring (financeiq.py) guesses a random letter where no pattern reads one: say how often.
+        guessed = all("random_fallbacks" in r for r in results.values())
+        extra = ["AVG, random letters wrong", "random letters"] if guessed else []
+        lines = [_row("Model", [first["subjects"][c]["name"] for c in cols] + ["AVG", *extra]),
+                 "|" + "---|" * (len(cols) + 2 + len(extra))]
         for name, r in results.items():
+            tail = [_fmt(r["overall_fallbacks_wrong"]), f"{r['random_fallbacks']} / {r['n']}"] if guessed else []
             lines.append(_row(name, [_fmt(r["subjects"].get(c, {}).get("accuracy")) for c in cols]
-                              + [_fmt(r["overall"])]))
+                              + [_fmt(r["overall"]), *tail]))
         return "\n".join(lines)
     if fmt == "lawbench":
         cols = first["columns"]

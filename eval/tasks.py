@@ -4,7 +4,8 @@
     yunshan eval --model out/base --tasks mc:loans=ours/loans.jsonl lmeval:my_task --include-path tasks/
 
 A task names the module that runs and scores it (`format`: ceval.py runs both C-Eval and FinEval, cmmlu.py both
-CMMLU and FinanceIQ, generic.py your own mc / qa / gen sets, lm_eval_tasks.py lm-evaluation-harness tasks). Each such
+CMMLU and FinanceIQ, generic.py your own mc / qa / gen sets, lm_eval_tasks.py lm-evaluation-harness tasks; `generate`:
+financeiq.py runs FinanceIQ's `--mode generate` as FinanceIQ's own code scores it). Each such
 module has `run_task(lm, data, args, chat, task) -> (result, text files read)` (`task` as resolved: its name is the
 label given on the command line), and may have `headline(task, result, data) -> [Metric]` for the numbers a model
 card shows; a result with an `overall` score gets the default headline (`overall_metric`). `yunshan eval` writes every model's headline metrics into
@@ -31,12 +32,15 @@ class Task:
     needs_data: bool = True  # reads a benchmark folder (NAME=PATH or --data-dir/NAME); else text files
     labelled: bool = False  # may be given several times as NAME:LABEL (your own sets; lmeval:TASK names the task)
     default_data: bool = True  # without =PATH, reads --data-dir/NAME (the sample sets); else a path is required
+    # The module that runs `--mode generate` instead of `format`'s: the benchmark scored as its owners' code scores
+    # generated answers (financeiq.py: FinanceIQ's generation settings, extraction and random fallback).
+    generate: str | None = None
 
 
 TASKS = {t.name: t for t in (
     Task("fineval", "ceval", "FinEval", "fineval"),
     Task("ceval", "ceval", "C-Eval", "ceval/ceval-exam"),
-    Task("financeiq", "cmmlu", "FinanceIQ", "financeiq"),
+    Task("financeiq", "cmmlu", "FinanceIQ", "financeiq", generate="financeiq"),
     Task("cmmlu", "cmmlu", "CMMLU", "haonan-li/cmmlu"),
     Task("lawbench", "lawbench", "LawBench", "lawbench", metric="score"),
     Task("jecqa", "jecqa", "JEC-QA", "jec-qa"),
@@ -59,8 +63,10 @@ TASKS = {t.name: t for t in (
 )}
 
 
-def module_of(task: Task):
-    """The module that runs the task."""
+def module_of(task: Task, mode: str | None = None):
+    """The module that runs the task (in `mode`: `--mode generate` may have the benchmark's own, Task.generate)."""
+    if mode == "generate" and task.generate:
+        return importlib.import_module(f"yunshan.eval.{task.generate}")
     return importlib.import_module(f"yunshan.eval.{task.format}")
 
 
@@ -155,6 +161,9 @@ def overall_metric(task: Task, result: dict, data: str | Path | None) -> Metric:
         bits.append(f"{result['shots']}-shot")
     if result.get("mode"):
         bits.append(mode_label(result["mode"]))
+    if result.get("random_fallbacks") is not None:  # FinanceIQ's own extraction (financeiq.py)
+        bits.append(f"{task.title}'s own extraction, {result['random_fallbacks']} of {result['n']} answers a "
+                    f"random letter ({result['overall_fallbacks_wrong']:.2f} with those counted wrong)")
     if result.get("limit"):
         bits.append(f"first {result['limit']} per {'subject' if task.format in ('ceval', 'cmmlu') else 'task'}")
     if result.get("n"):

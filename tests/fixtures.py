@@ -95,3 +95,30 @@ def file_modes(folder: Path) -> dict[str, int]:
     """Every file under `folder` (relative path) -> its permission bits."""
     return {p.relative_to(folder).as_posix(): stat.S_IMODE(p.stat().st_mode)
             for p in sorted(Path(folder).rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+# Snapshots of the benchmarks' own repositories fetched beside the checkout (../.mirror/OWNER+NAME/repo, bare git
+# directories; YUNSHAN_MIRRORS points elsewhere). Tests copy the owners' code out of one into a temporary folder and
+# run it there to compare with yunshan's; it is never stored in the project (FinanceIQ's code has no licence).
+MIRRORS = Path(__file__).resolve().parents[1].parent / ".mirror"
+
+
+def owners_code(repo: str, paths: tuple[str, ...], dest: Path) -> Path:
+    """`paths` of `repo` ("owner/name") at its snapshot's HEAD, written flat into `dest`; the calling test is
+    skipped (with the reason) when the snapshot or git is absent."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    git_dir = Path(os.environ.get("YUNSHAN_MIRRORS") or MIRRORS) / repo.replace("/", "+") / "repo"
+    if not git_dir.is_dir() or shutil.which("git") is None:
+        pytest.skip(f"{git_dir} is absent (or git is): no snapshot of {repo} beside this checkout (set "
+                    "YUNSHAN_MIRRORS to a folder holding OWNER+NAME/repo git directories)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        text = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"HEAD:{path}"], check=True,
+                              capture_output=True).stdout
+        (dest / Path(path).name).write_bytes(text)
+    return dest
