@@ -259,8 +259,12 @@ class ChunkedLoss:
         request.token_losses = per_token.view(labels.shape) if per_token is not None else None
         request.shape = tuple(hidden.shape[:-1])
         # Empty logits: nothing downstream of the head reads them in a training step (the loss is taken from the
-        # request); a softcapping model divides and multiplies them at no cost.
-        return hidden.new_empty(*hidden.shape[:-1], 0)
+        # request); a softcapping model divides and multiplies them at no cost. They are a view of the hidden states,
+        # and the loss adds their (empty, so exactly zero) sum: the head's output stays on the backward path, so
+        # DeepSpeed ZeRO-3 gathers the head's weight when the gradient reaches it, as in the plain path, before the
+        # Function (created earlier, so run later by autograd) hands the weight its whole gradient; a weight left
+        # partitioned (local shape (0,)) cannot take it.
+        return hidden[..., :0]
 
     @staticmethod
     def _loss_function(request: LossRequest, logits=None, labels=None, vocab_size=None, num_items_in_batch=None,
@@ -273,10 +277,14 @@ class ChunkedLoss:
             raise ValueError(f"the chunked loss ignores label {IGNORE_INDEX}, the model asked for {ignore_index}")
         request.normalised = True
         if num_items_in_batch is None:
-            return request.total / request.tokens
-        if torch.is_tensor(num_items_in_batch):
-            num_items_in_batch = num_items_in_batch.to(request.total.device)
-        return request.total / num_items_in_batch
+            loss = request.total / request.tokens
+        else:
+            if torch.is_tensor(num_items_in_batch):
+                num_items_in_batch = num_items_in_batch.to(request.total.device)
+            loss = request.total / num_items_in_batch
+        if logits is not None and logits.requires_grad:  # the head's empty output on the backward path (above)
+            loss = loss + logits.sum().to(loss.dtype)
+        return loss
 
 
 def head_modules(model) -> list[_Head]:
