@@ -290,6 +290,8 @@ class ChunkedLoss:
 def head_modules(model) -> list[_Head]:
     """The modules that compute `model`'s output projection, to be patched for a chunked loss; a ValueError saying
     why when the head is of a kind the chunked loss does not reproduce."""
+    from peft.utils.other import ModulesToSaveWrapper, TrainableTokensWrapper
+
     from yunshan.eval.loading import float32_head_class
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -298,12 +300,10 @@ def head_modules(model) -> list[_Head]:
     float32 = isinstance(head, float32_head_class())
     if float32:
         head = head.head
-    found = []
-    kind = type(head).__name__
-    if kind == "ModulesToSaveWrapper":  # PEFT: the frozen original (adapters off) and the trained copies
-        found = [head.original_module, *head.modules_to_save.values()]
-        found = [_Head(m, "linear", float32) for m in found]
-    elif kind == "TrainableTokensWrapper":  # PEFT: the base head plus the trained rows (trainable token indices)
+    # isinstance, not class names: FSDP2 makes each module it shards an instance of a subclass (FSDPLinear, ...)
+    if isinstance(head, ModulesToSaveWrapper):  # PEFT: the frozen original (adapters off) and the trained copies
+        found = [_Head(m, "linear", float32) for m in (head.original_module, *head.modules_to_save.values())]
+    elif isinstance(head, TrainableTokensWrapper):  # PEFT: the base head plus the trained rows (token indices)
         layer = head.token_adapter
         found = [_Head(layer, "tokens", float32), _Head(layer.base_layer, "linear", float32)]
     else:
