@@ -279,3 +279,16 @@ def test_sft_logs_the_same_losses_per_source_with_the_chunked_loss(tmp_path, mon
         assert len(values) == 3, key
         assert logs["chunked"][key] == pytest.approx(values, rel=1e-5), key
 
+
+
+def test_pref_records_how_its_method_scores_and_refuses_chunked_where_trl_scores_full_logits():
+    """TRL 1.16's DPOTrainer and KTOTrainer score through their own fused LM head (trl add_fused_lm_head); its ORPO
+    and CPO (SimPO) trainers take the full logits, so `training.loss: chunked` is refused there."""
+    from yunshan.training.arguments import TrainArgs
+    from yunshan.training.preference import PrefArgs, pref_loss
+
+    assert pref_loss(PrefArgs(method="dpo"))["value"] == "chunked"
+    assert pref_loss(PrefArgs(method="simpo", beta=2.0))["value"] == "plain"
+    with pytest.raises(ValueError, match="training.loss: chunked: method orpo trains with TRL's ORPOTrainer"):
+        PrefArgs(method="orpo", training=TrainArgs(loss="chunked"))
+    PrefArgs(method="kto", training=TrainArgs(loss="chunked"))
