@@ -159,6 +159,18 @@ def test_under_bf16_autocast_as_accurate_as_the_plain_loss(kind):
         assert error(ours[1]) <= 1.5 * error(plain[1]) + 1e-6, (name, error(ours[1]), error(plain[1]))
 
 
+def test_yunshans_float32_head_runs_in_float32_under_autocast_in_both_paths():
+    """yunshan.eval.loading.float32_head (the head with autocast off on a float32 input, as the forgetting monitor
+    and yunshan eval use it): the chunked loss computes that head's products in float32 too."""
+    from yunshan.eval.loading import float32_head
+
+    model = tiny("tied")
+    assert float32_head(model)
+    chunked, _ = chunked_loss_for(model, "chunked", chunk_tokens=7)
+    micro = batches()
+    assert_equal_steps(step(model, micro, autocast=True), step(model, micro, chunked, autocast=True))
+
+
 class LargestTensor(TorchDispatchMode):
     """The largest tensor any operator returns while the mode is on."""
 
