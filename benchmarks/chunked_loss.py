@@ -110,14 +110,30 @@ def run_child(spec: dict, tmp: Path) -> dict:
     with open(tmp / "log.txt", "w") as log:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{spec}: failed:\n" + (tmp / "log.txt").read_text()[-3000:])
-    return {**json.loads((tmp / "result.json").read_text()), "peak_rss_gb": usage.ru_maxrss / 2 ** 20,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime}
+    code = os.waitstatus_to_exitcode(status)
+    measured = {"peak_rss_gb": usage.ru_maxrss / 2 ** 20, "cpu_seconds": usage.ru_utime + usage.ru_stime}
+    if code:  # recorded, not raised: a plain run killed for memory (SIGKILL from the OOM killer) is a result
+        print(f"{spec['model']} {spec['stage']} {spec['precision']} {spec['loss']}: FAILED (exit {code}"
+              + (", killed: out of memory?" if code == -9 else "") + "), last lines:\n"
+              + (tmp / "log.txt").read_text()[-1500:], flush=True)
+        return {**measured, "failed": code, "losses": [], "tokens_per_s": None, "tokens_per_step": None}
+    return {**json.loads((tmp / "result.json").read_text()), **measured}
 
 
-def relative_difference(a: list[float], b: list[float]) -> float:
-    return max(abs(x - y) / abs(x) for x, y in zip(a, b))
+def relative_difference(a: list[float], b: list[float]) -> float | None:
+    pairs = list(zip(a, b))
+    return max(abs(x - y) / abs(x) for x, y in pairs) if pairs else None
+
+
+def cell(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def cpu_name() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
 
 
 def main() -> None:
@@ -128,6 +144,8 @@ def main() -> None:
                         help="float32 and/or bfloat16 (default: float32, and bfloat16 where the CPU multiplies it fast)")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seq-len", type=int, default=512, help="CPT tokens per sequence (the laws recipe: 512)")
+    parser.add_argument("--losses", nargs="+", default=["plain", "chunked"], choices=["plain", "chunked"],
+                        help="chunked alone where the plain loss would not fit in this machine's memory")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -141,40 +159,60 @@ def main() -> None:
     if missing:
         raise SystemExit(f"no model folder at {', '.join(missing)}: `make real-model` imports SmolLM2-135M; "
                          "benchmarks/README.md says how Gemma-3-270M is imported")
+    results = ROOT / "benchmarks/results"
+    results.mkdir(exist_ok=True)
+    path = results / "chunked_loss.json"
+    # Rows of earlier invocations are kept unless this one measures the same configuration again (one table for
+    # runs made model by model); every row says when and with what it was measured.
+    kept = json.loads(path.read_text())["rows"] if path.is_file() else []
     rows = []
+
+    def save():
+        done = {(r["model"], r["stage"], r["precision"], r["seq_len"]) for r in rows}
+        earlier = [r for r in kept if (r["model"], r["stage"], r["precision"], r.get("seq_len")) not in done]
+        path.write_text(json.dumps({"rows": earlier + rows}, indent=1))
+        return earlier + rows
+
     with tempfile.TemporaryDirectory(prefix="chunked_loss_") as tmp:
         for model in models:
             for stage in args.stages:
                 for precision in precisions:
                     runs = {}
-                    for loss in ("plain", "chunked"):
+                    for loss in args.losses:
                         spec = {"model": str(model), "stage": stage, "loss": loss, "precision": precision,
                                 "steps": args.steps, "seq_len": args.seq_len}
                         folder = Path(tmp) / f"{model.name}-{stage}-{precision}-{loss}"
                         folder.mkdir()
                         runs[loss] = run_child(spec, folder)
                         print(f"{model.name} {stage} {precision} {loss}: peak {runs[loss]['peak_rss_gb']:.2f} GB, "
-                              f"{runs[loss]['tokens_per_s']:.0f} tokens/s, losses {runs[loss]['losses']}", flush=True)
-                    plain, chunked = runs["plain"], runs["chunked"]
-                    assert chunked["loss_mode"]["value"] == "chunked", chunked["loss_mode"]
+                              f"{cell(runs[loss]['tokens_per_s'], '.0f')} tokens/s, losses {runs[loss]['losses']}",
+                              flush=True)
+                    absent = {"peak_rss_gb": None, "failed": "not run", "losses": [], "tokens_per_s": None,
+                              "tokens_per_step": None}
+                    plain, chunked = runs.get("plain", absent), runs.get("chunked", absent)
+                    assert chunked.get("failed") or chunked["loss_mode"]["value"] == "chunked", chunked["loss_mode"]
                     rows.append({"model": model.name, "stage": stage, "precision": precision,
                                  "seq_len": args.seq_len if stage == "cpt" else None, "steps": args.steps,
+                                 "measured": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu_name(),
                                  "plain": plain, "chunked": chunked,
                                  "first_loss_rel": relative_difference(plain["losses"][:1], chunked["losses"][:1]),
                                  "losses_rel": relative_difference(plain["losses"], chunked["losses"])})
+                    save()
+    rows = save()
     print("\n| model | stage | precision | tokens/step | peak RSS plain | peak RSS chunked | ratio | tokens/s plain "
           "| tokens/s chunked | losses: largest relative difference (first step) |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         p, c = r["plain"], r["chunked"]
-        print(f"| {r['model']} | {r['stage']} | {r['precision']} | {p['tokens_per_step']:,.0f} | "
-              f"{p['peak_rss_gb']:.2f} GB | {c['peak_rss_gb']:.2f} GB | {c['peak_rss_gb'] / p['peak_rss_gb']:.2f} | "
-              f"{p['tokens_per_s']:.0f} | {c['tokens_per_s']:.0f} | {r['losses_rel']:.1e} ({r['first_loss_rel']:.1e}) |")
-    failed = [r for r in rows if (r["losses_rel"] if r["precision"] == "float32" else r["first_loss_rel"]) > REL]
-    results = ROOT / "benchmarks/results"
-    results.mkdir(exist_ok=True)
-    (results / "chunked_loss.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    print(f"\nwrote {results / 'chunked_loss.json'}")
+        plain_peak = "not run" if p["peak_rss_gb"] is None else f"{p['peak_rss_gb']:.2f} GB" + (
+            " (killed)" if p.get("failed") else "")
+        ratio = c["peak_rss_gb"] / p["peak_rss_gb"] if p["peak_rss_gb"] and c["peak_rss_gb"] else None
+        print(f"| {r['model']} | {r['stage']} | {r['precision']} | {cell(c['tokens_per_step'], ',.0f')} | "
+              f"{plain_peak} | {cell(c['peak_rss_gb'], '.2f')} GB | {cell(ratio, '.2f')} | {cell(p['tokens_per_s'], '.0f')} | "
+              f"{cell(c['tokens_per_s'], '.0f')} | {cell(r['losses_rel'], '.1e')} ({cell(r['first_loss_rel'], '.1e')}) |")
+    failed = [r for r in rows if (r["losses_rel"] if r["precision"] == "float32" else r["first_loss_rel"]) is not None
+              and (r["losses_rel"] if r["precision"] == "float32" else r["first_loss_rel"]) > REL]
+    print(f"\nwrote {path}")
     if failed:
         raise SystemExit(f"losses differ by more than {REL} relative: "
                          + ", ".join(f"{r['model']} {r['stage']} {r['precision']}" for r in failed))
