@@ -45,9 +45,10 @@ import torch
 
 IGNORE_INDEX = -100
 LOSS_MODES = ("auto", "chunked", "plain")
-# Elements of one chunk's logits when training.loss_chunk_tokens is not set: 8 Mi (32 MB in float32), so a chunk is
-# 170 tokens of SmolLM2's 49,152-entry vocabulary and 32 of Gemma-3's 262,144 (benchmarks/README.md measured 64-1,024
-# tokens per chunk on SmolLM2: speed within a few per cent, memory growing with the chunk).
+# Elements of one chunk's logits when training.loss_chunk_tokens is not set: 8 Mi (32 MB in float32; a chunk holds
+# two or three such buffers at once), so a chunk is 170 tokens of SmolLM2's 49,152-entry vocabulary and 32 of
+# Gemma-3's 262,144: small beside the activations, and products still large enough to run at full speed (Gemma's CPT
+# ran faster chunked than plain: benchmarks/README.md, "The chunked loss"). Other sizes were not measured.
 CHUNK_ELEMENTS = 1 << 23
 # Config fields of models whose logits are scaled between the head and the loss (the list TRL's fused head reads):
 # the chunked path does not reproduce them, so such a model trains with the plain loss.
