@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -193,7 +193,6 @@ class LossRequest:
     tokens: torch.Tensor | None = None
     token_losses: torch.Tensor | None = None
     normalised: bool = False
-    shape: tuple = field(default=())
 
 
 class ChunkedLoss:
@@ -258,7 +257,6 @@ class ChunkedLoss:
         request.total = total
         request.tokens = (targets != IGNORE_INDEX).sum()
         request.token_losses = per_token.view(labels.shape) if per_token is not None else None
-        request.shape = tuple(hidden.shape[:-1])
         # Empty logits: nothing downstream of the head reads them in a training step (the loss is taken from the
         # request); a softcapping model divides and multiplies them at no cost. They are a view of the hidden states,
         # and the loss adds their (empty, so exactly zero) sum: the head's output stays on the backward path, so
