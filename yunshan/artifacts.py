@@ -173,6 +173,7 @@ class DataReport(_JsonFile):
     steps: int | None = None
     precision: dict | None = None  # {"value": bf16 | fp32 | ..., "reason": ...}
     engine: dict | None = None  # {"name": single | ddp | deepspeed | fsdp, "processes", "zero_stage", ...}
+    loss: dict | None = None  # {"value": chunked | plain, "chunk_tokens", "reason"} (training.loss)
     # data.exclude: {"list": contaminated.jsonl, "records": digests listed}; drops counted as "contaminated"
     exclude: dict | None = None
     resumes: list[dict] | None = None  # every resume: step, checkpoint, the allowed recipe changes (old, new)

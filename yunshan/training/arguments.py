@@ -89,6 +89,15 @@ class TrainArgs:
     weight_decay: float = field(default=0.1, metadata={"range": ">= 0", "help": "AdamW weight decay"})
     max_grad_norm: float = field(default=1.0, metadata={"range": ">= 0", "help": "gradient clipping norm"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations to save memory"})
+    loss: str = field(default="auto", metadata={
+        "help": "how the next-token loss is computed: chunked (the output head and cross-entropy a chunk of tokens at "
+                "a time, gradients included: the full-vocabulary logits are never made; the same loss and gradients), "
+                "plain (the model's own: logits of every token), auto (chunked where yunshan reproduces the model's "
+                "loss, plain elsewhere; the log says which); yunshan.training.chunked_loss. yunshan pref: DPO and "
+                "KTO score through TRL's own chunked head whatever this says, ORPO and SimPO take plain"})
+    loss_chunk_tokens: int | None = field(default=None, metadata={"range": ">= 1",
+        "help": "tokens per chunk of the chunked loss (default: 8 Mi logits' worth, 170 tokens of a 49,152-entry "
+                "vocabulary)"})
     precision: str = field(default="auto", metadata={
         "help": "auto (bfloat16 autocast where the hardware multiplies bf16 fast, else float32), float32, bfloat16 or "
                 "float16 (fp32, bf16, fp16 mean the same); yunshan.precision"})
@@ -120,6 +129,8 @@ class TrainArgs:
         if self.lr_scheduler not in ("cosine", "linear", "constant"):
             raise ValueError(f"training.lr_scheduler must be cosine, linear or constant, got {self.lr_scheduler!r}")
         self.precision = precision_name(self.precision, "training.precision")
+        if self.loss not in ("auto", "chunked", "plain"):
+            raise ValueError(f"training.loss must be auto, chunked or plain, got {self.loss!r}")
         for name in self.report_to:
             if name not in REPORT_TO:
                 raise ValueError(f"training.report_to: {name!r} is not a tracker yunshan supports; valid: "

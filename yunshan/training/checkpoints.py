@@ -133,11 +133,17 @@ class YunshanTrainer(Trainer):
     of their own and every group its own learning-rate lambda, so one run holds the embedding warm-up and the
     continual pretraining after it; the controller's state is saved in every checkpoint. With
     `loraplus_lr_ratio` (lora.loraplus_lr_ratio) the optimizer is PEFT's LoRA+ one: its B matrices learn that many
-    times faster than the rest."""
+    times faster than the rest. With `chunked_loss` (yunshan.training.chunked_loss.ChunkedLoss) a training step's
+    loss is computed without the full-vocabulary logits; `keep_token_losses` keeps each token's loss of the last
+    micro-step in `token_losses` (the output's logits are then empty)."""
 
     def __init__(self, *args, data_stream=None, sequences_per_step: int = 0, warmup=None, log_extras=None,
-                 run_record=None, loraplus_lr_ratio: float | None = None, checkpoint_parts=(), **kwargs):
+                 run_record=None, loraplus_lr_ratio: float | None = None, checkpoint_parts=(), chunked_loss=None,
+                 keep_token_losses: bool = False, **kwargs):
         self.loraplus_lr_ratio = loraplus_lr_ratio
+        self.chunked_loss = chunked_loss
+        self.keep_token_losses = keep_token_losses
+        self.token_losses = None
         super().__init__(*args, **kwargs)
         # objects with save(folder): more state written into every checkpoint (the preference monitor's reference)
         self.checkpoint_parts = list(checkpoint_parts)
@@ -148,6 +154,20 @@ class YunshanTrainer(Trainer):
         self.log_extras = log_extras  # step -> {name: number} added to every training log (yunshan's own metrics)
         if warmup is not None:
             warmup.trainer = self
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        self.token_losses = None
+        if self.chunked_loss is None or "labels" not in inputs or not model.training:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        # The model runs as the Trainer runs it (engine, autocast, num_items_in_batch); only its head computes the
+        # loss chunk by chunk instead of the logits (yunshan.training.chunked_loss).
+        with self.chunked_loss.computing(inputs["labels"], inputs.get("shift_labels"),
+                                         self.keep_token_losses) as request:
+            result = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                          num_items_in_batch=num_items_in_batch)
+        self.token_losses = request.token_losses
+        return result
 
     def log(self, logs, start_time=None):
         # Added before the callbacks see the log, so every tracker (training.report_to) and the JSONL log get them.

@@ -199,6 +199,8 @@ class CptRun:
     cost: dict  # the extension's step-0 cost (base model, new rows as initialised), when measured
     fit_report: dict | None
     distill_report: dict | None = None
+    chunked_loss: object | None = None  # yunshan.training.chunked_loss.ChunkedLoss (training.loss), None: plain
+    loss_report: dict | None = None
 
 
 @dataclass
@@ -227,7 +229,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.engines import gathered, holds_weights
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
-        planned_new_ids, resolve_sources, trainable_summary)
+        planned_new_ids, resolve_sources, trainable_summary, training_loss)
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 
@@ -339,6 +341,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
                       "(the rows that train come from the checkpoint)", flush=True)
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
+    chunked_loss, loss_report = training_loss(model, train)
     if rank_zero:
         prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
     if resume_from is not None:
@@ -349,14 +352,16 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
               f"{tokens_per_step:,} tokens per step x {total_steps} steps (training.max_steps)"
               + (f", the first {warmup_steps} of them ({100 * warmup_steps / total_steps:.0f}%) at most embedding "
-                 "warm-up (warmup.steps), the rest continual pretraining" if warmup_steps else ""), flush=True)
+                 "warm-up (warmup.steps), the rest continual pretraining" if warmup_steps else "")
+              + f"; {loss_report['reason']}", flush=True)
     return CptRun(recipe=recipe, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
                   precision_reason=precision_reason, sequences_per_step=sequences_per_step,
                   tokens_per_step=tokens_per_step, total_steps=total_steps, warmup_on=warmup_on,
                   warmup_steps=warmup_steps, plan=plan,
                   resume_from=resume_from, tokenizer=tokenizer, stream=stream, heldout=heldout,
                   monitor_length=monitor_length, targs=targs, model=model, new_ids=new_ids, cost=cost,
-                  fit_report=fit_report, distill_report=distill_report)
+                  fit_report=fit_report, distill_report=distill_report, chunked_loss=chunked_loss,
+                  loss_report=loss_report)
 
 
 def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
@@ -407,6 +412,7 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
         log_extras=token_shares,
         run_record=run_record(recipe, "cpt", run.total_steps, sequences_per_step, run.plan.resumes),
         loraplus_lr_ratio=recipe.lora.loraplus_lr_ratio if recipe.lora.enabled else None,
+        chunked_loss=run.chunked_loss,
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, run.model)
@@ -442,6 +448,7 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
                               "records": len(run.stream.mixer.streams[0].exclude.digests)}
         report.precision = {"value": run.precision, "reason": run.precision_reason}
         report.engine = trained.engine.to_dict()
+        report.loss = run.loss_report
         if run.new_ids:
             report.new_tokens = len(run.new_ids)
             cost_file = out / "extension_cost.json"

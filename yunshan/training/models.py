@@ -362,6 +362,16 @@ def _module_name(model, module) -> str:
     raise ValueError("module not found in model")
 
 
+def training_loss(model, train_args) -> tuple[object | None, dict]:
+    """The chunked loss `training.loss` asks for on `model` (after LoRA), or None for the plain loss, and what the
+    data report records of it (yunshan.training.chunked_loss)."""
+    from yunshan.training.chunked_loss import chunked_loss_for
+
+    chunked, line = chunked_loss_for(model, train_args.loss, train_args.loss_chunk_tokens)
+    return chunked, {"value": "chunked" if chunked is not None else "plain",
+                     "chunk_tokens": chunked.chunk_tokens if chunked is not None else None, "reason": line}
+
+
 def trainable_summary(model) -> str:
     from yunshan.training.engines import full_shape
 

@@ -137,6 +137,10 @@ class PrefArgs:
         if self.lora.enabled and self.lora.loraplus_lr_ratio is not None:
             raise ValueError("lora.loraplus_lr_ratio is not supported by yunshan pref (TRL's trainers build their own "
                              "optimizer); leave it unset")
+        if self.training.loss == "chunked" and self.method in ("orpo", "simpo"):
+            raise ValueError(f"training.loss: chunked: method {self.method} trains with TRL's "
+                             f"{'ORPOTrainer' if self.method == 'orpo' else 'CPOTrainer'}, which scores the full "
+                             "logits; use auto or plain (dpo, ipo and kto score through TRL's chunked LM head)")
         if self.reference == "copy" and self.lora.enabled:
             raise ValueError("reference copy with lora.enabled: the adapter-disabled model is the reference already "
                              "(reference adapter or auto); a second copy would only cost memory")
@@ -579,6 +583,7 @@ def _save(run: PrefRun, trainer, engine, monitor, bpc, train_loss, started: floa
             report.steps = trainer.state.global_step
             report.precision = {"value": run.precision, "reason": run.precision_reason}
             report.engine = engine.to_dict()
+            report.loss = pref_loss(recipe)
             report.resumes = run.plan.resumes or None
             report.method = {"name": recipe.method, "loss_type": recipe.resolved_loss_type(), "beta": recipe.beta,
                              "reference": run.reference, "trainer": trl_classes(recipe.method)[0].__name__,
@@ -603,6 +608,18 @@ def _save(run: PrefRun, trainer, engine, monitor, bpc, train_loss, started: floa
                   flush=True)
     trainer.accelerator.wait_for_everyone()
     return summary
+
+
+def pref_loss(recipe: PrefArgs) -> dict:
+    """How the method's log-probabilities are computed, as the data report records it (training.loss): TRL 1.16's
+    DPOTrainer and KTOTrainer score the answers through their fused LM head (trl.trainer.utils.add_fused_lm_head: the
+    head and log-softmax in chunks of the answer tokens, never the full logits) whatever training.loss says; its
+    ORPOTrainer and CPOTrainer (SimPO) from the model's full logits."""
+    if recipe.method in REFERENCE_FREE:
+        return {"value": "plain", "chunk_tokens": None,
+                "reason": f"loss: plain (TRL's {recipe.method} trainer scores the full logits)"}
+    return {"value": "chunked", "chunk_tokens": None,
+            "reason": "loss: chunked (TRL's fused LM head scores the answers a chunk at a time)"}
 
 
 def _history(log: Path, event: str) -> list[dict]:

@@ -31,10 +31,11 @@ from typing import Any
 
 from yunshan.training.checkpoints import RUN_FILE, checkpoint_steps
 
-# Settings that decide only what is logged, measured or saved (and where): a resumed run may change them.
+# Settings that decide only what is logged, measured or saved (and where), or how the same numbers are computed
+# (gradient checkpointing, the chunked loss): a resumed run may change them.
 SAFE_KEYS = ("training.output_dir", "training.resume", "training.logging_steps", "training.save_steps",
              "training.save_total_limit", "training.report_to", "training.run_name",
-             "training.gradient_checkpointing")
+             "training.gradient_checkpointing", "training.loss", "training.loss_chunk_tokens")
 # The run's length: a resumed run may grow it (the schedule then stretches over the new total), never shrink it.
 LENGTH_KEYS = ("training.max_steps", "training.epochs")
 

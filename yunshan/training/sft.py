@@ -210,8 +210,8 @@ def make_trainer_class():
     from yunshan.training.checkpoints import YunshanTrainer
 
     class SftTrainer(YunshanTrainer):
-        """Logs the loss per source next to the overall loss (the per-token losses are recomputed without
-        gradient from the logits the model already produced)."""
+        """Logs the loss per source next to the overall loss (each token's loss as the chunked loss computed it, or
+        recomputed without gradient from the logits the model produced under the plain loss)."""
 
         def __init__(self, *args, source_names=(), **kwargs):
             super().__init__(*args, **kwargs)
@@ -224,11 +224,15 @@ def make_trainer_class():
             loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                                  num_items_in_batch=num_items_in_batch)
             with torch.no_grad():
-                logits = outputs.logits[:, :-1].float()
-                target = inputs["labels"][:, 1:]
                 src = source_ids[:, 1:]
-                token_loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none")
+                if self.token_losses is not None:  # the chunked loss: no logits were made
+                    token_loss = self.token_losses[:, :-1].reshape(-1)
+                else:
+                    logits = outputs.logits[:, :-1].float()
+                    target = inputs["labels"][:, 1:]
+                    token_loss = torch.nn.functional.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100,
+                        reduction="none")
                 src = src.reshape(-1).cpu()
                 token_loss = token_loss.double().cpu()
                 for i in range(len(self.source_names)):
@@ -315,7 +319,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
         finished_summary, plan_run, prepare_outputs, reopen, resume_line, run_record, settle)
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources, save_adapter,
-        trainable_summary)
+        trainable_summary, training_loss)
     from yunshan.training.monitoring import JsonlLogger, plot_curves
     from yunshan.training.tracking import attach as attach_trackers
 
@@ -371,6 +375,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     report.precision = {"value": precision, "reason": precision_reason}
     if recipe.lora.enabled:
         model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
+    chunked_loss, report.loss = training_loss(model, train)
     if rank_zero:
         prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
         if plan.action != "fresh":
@@ -378,7 +383,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
               f"{len(rows)} rows; {max_steps} steps ({steps_from}); precision {precision} ({precision_reason}); "
               "chat template: "
-              f"{'yunshan default' if added_template else 'the tokenizer own'}", flush=True)
+              f"{'yunshan default' if added_template else 'the tokenizer own'}; {report.loss['reason']}", flush=True)
 
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step, main_process=rank_zero)
@@ -388,6 +393,7 @@ def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
         run_record=run_record(recipe, "sft", max_steps, rows_per_step, plan.resumes),
         loraplus_lr_ratio=recipe.lora.loraplus_lr_ratio if recipe.lora.enabled else None,
+        chunked_loss=chunked_loss, keep_token_losses=True,  # the per-source losses
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)
