@@ -10,7 +10,7 @@ prompt); otherwise the raw prompt is continued. Decoding is greedy (deterministi
 
 from __future__ import annotations
 
-import math
+import time
 
 import torch
 
@@ -52,7 +52,9 @@ def encode_prompt(tokenizer, text: str, add_bos: bool | None = None) -> list[int
 def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int = 8, chat: bool = False,
              add_bos: bool | None = None, progress: bool = False, desc: str = "generating") -> list[str]:
     """Greedy completions of `prompts` (the new text only, special tokens removed); BOS as `encode_prompt`."""
-    from tqdm.auto import tqdm
+    from transformers import StoppingCriteriaList
+
+    from yunshan.progress import progress_bar
 
     from .likelihood import resolve_add_bos
 
@@ -68,20 +70,39 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
     order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
     outputs: list[str] = [""] * len(texts)
     eos = tokenizer.eos_token_id
-    bar = tqdm(total=math.ceil(len(order) / batch_size), desc=desc, disable=not progress, leave=False)
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        width = max(len(encoded[i]) for i in idx)
-        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
-            mask[row, width - len(encoded[i]):] = 1
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
-                             max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                             eos_token_id=eos, num_beams=1)
-        for row, i in enumerate(idx):
-            outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
-        bar.update(1)
-    bar.close()
+    with progress_bar(len(order), desc, unit="prompt", enabled=progress) as bar:  # prompts, not batches
+        for start in range(0, len(order), batch_size):
+            idx = order[start: start + batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
+                mask[row, width - len(encoded[i]):] = 1
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                 max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                 eos_token_id=eos, num_beams=1,
+                                 stopping_criteria=StoppingCriteriaList(
+                                     [] if bar.disable else [_TokenCount(bar, max_new_tokens)]))
+            for row, i in enumerate(idx):
+                outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
+            bar.set_postfix_str("", refresh=False)
+            bar.update(len(idx))
     return outputs
+
+
+class _TokenCount:
+    """A stopping criterion that never stops: it shows the batch's generated tokens on the bar ("token 12/48"), at
+    most once a second, so the bar moves while a batch of prompts is being answered (the prompts of a batch finish
+    together; minutes on a CPU)."""
+
+    def __init__(self, bar, max_new_tokens: int):
+        self.bar, self.max_new_tokens, self.tokens, self.shown = bar, max_new_tokens, 0, 0.0
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.tokens += 1
+        now = time.monotonic()
+        if now - self.shown >= 1.0:
+            self.shown = now
+            self.bar.set_postfix_str(f"token {self.tokens}/{self.max_new_tokens}")
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)

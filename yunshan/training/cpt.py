@@ -303,13 +303,15 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if planned_ids and heldout and resume_from is None:
         # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
         with gathered(model.parameters()):
-            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast) if here else None
+            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast,
+                                        "extension cost: base model") if here else None
     new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
     if new_ids != planned_ids:
         raise RuntimeError(f"the embeddings grew by ids {new_ids[:3]}.. but the tokenizers planned {planned_ids[:3]}..")
     if cost:
         with gathered(model.parameters()):
-            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast) if here else None
+            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast,
+                                        "extension cost: new rows as initialised") if here else None
         cost = from_main_process(cost)
     fit_report = None
     fit_file = ckpt_dir / FIT_FILE
@@ -466,11 +468,13 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     return summary
 
 
-def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool) -> dict:
-    """Bits per character of each held-out set (the forgetting monitor's computation)."""
+def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool, what: str) -> dict:
+    """Bits per character of each held-out set (the forgetting monitor's computation), with a progress bar per set
+    named `what` and the set."""
     from yunshan.training.monitoring import bits_per_character
 
-    return {name: bits_per_character(model, tokenizer, docs, max_length, autocast=autocast)["bpc"]
+    return {name: bits_per_character(model, tokenizer, docs, max_length, autocast=autocast,
+                                     desc=f"{what}, held-out {name}")["bpc"]
             for name, docs in heldout.items()}
 
 

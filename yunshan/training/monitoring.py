@@ -32,9 +32,11 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
 
 @torch.no_grad()
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
-                       batch_size: int = 8, autocast: bool = False) -> dict:
+                       batch_size: int = 8, autocast: bool = False, desc: str | None = None) -> dict:
     """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
     (yunshan.eval.bpc.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS).
+
+    `desc`: a progress bar by window with this name, on the main process (yunshan.progress); None: no bar.
 
     `autocast`: the forward passes under bf16 autocast with the output head in float32, as `yunshan eval --dtype
     auto` computes them (a bf16 training run's monitor: SmolLM2-135M, 2 x 4,000 characters, 34 s against 55 s in
@@ -51,7 +53,8 @@ def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512
             if autocast:  # without it, whatever the caller set stays in force (nothing is switched off)
                 precision.enter_context(lm.compute())
                 precision.enter_context(float32_head_while(model))
-            nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size)
+            nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size,
+                               progress=desc is not None, desc=desc or "")
     finally:
         model.train(was_training)
     bits = math.fsum(d.nll for d in nlls) / math.log(2)
@@ -81,7 +84,8 @@ class ForgettingMonitor(TrainerCallback):
         row = {"step": step}
         for name, docs in self.heldout.items():
             row[f"bpc_{name}"] = bits_per_character(model, self.tokenizer, docs, self.max_length,
-                                                    autocast=self.autocast)["bpc"]
+                                                    autocast=self.autocast,
+                                                    desc=f"[step {step}] held-out bits/char, {name}")["bpc"]
         self.history.append(row)
         if self.logger is not None:
             self.logger.write({"event": "bpc", **row})
