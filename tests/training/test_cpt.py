@@ -301,6 +301,27 @@ def test_extended_tokenizer_grows_embeddings_with_subword_means(setup, extended,
         torch.testing.assert_close(new[token_id], old[pieces].mean(0))
 
 
+def test_the_dry_run_gives_the_budget_per_new_token_before_any_work(setup, extended, tmp_path, capsys):
+    """`yunshan cpt --dry-run` with an extended tokenizer: the planned training tokens per new token, and the warning
+    the run would print (in the same words) when they are too few, on stderr beside the JSON plan."""
+    from transformers import AutoTokenizer
+
+    from yunshan.tokenizer.extend import budget_check
+
+    base, tok_ext = extended
+    data = recipe_dict(setup, tmp_path / "run")
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    code = subprocess.run(YUNSHAN + ["cpt", "--config", str(write_recipe(tmp_path / "r.yaml", data)), "--dry-run"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert code.returncode == 0, code.stderr[-2000:]
+    plan = json.loads(code.stdout)
+    new = len(AutoTokenizer.from_pretrained(tok_ext)) - len(AutoTokenizer.from_pretrained(base))
+    want = budget_check(24 * 4 * 64, new)  # max_steps x batch x seq_len
+    assert plan["budget"] == want and want["warning"] and f"warning: {want['warning']}" in code.stderr.splitlines()
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("mode, expect", [("indices", "trainable_token_indices"), ("rows", "modules_to_save")])
 def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp_path, mode, expect):
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,6 +229,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, resolve_sources, trainable_summary)
+    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 
@@ -253,6 +255,11 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
     base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
 
+    # The budget per new token, before any work (the same check and words as the warning beside the step-0 cost).
+    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
+    budget = budget_check(tokens_per_step * train.total_steps(), len(planned_ids))
+    if budget["warning"] and rank_zero:
+        print(f"warning: {budget['warning']}", file=sys.stderr if dry_run else sys.stdout, flush=True)
     stream = build_stream(recipe, tokenizer)
     heldout = {}
     if recipe.monitor.general:
@@ -267,6 +274,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         return {
             **describe_model(model_args, len(tokenizer)), "tokenizer_size": len(tokenizer),
             "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
+            **({"budget": budget} if planned_ids else {}),
             "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
             "total_tokens": tokens_per_step * train.total_steps(), "resume_from": str(resume_from) if resume_from else None,
@@ -275,7 +283,6 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         }
 
     warm = recipe.warmup
-    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
     rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, planned_ids) != "none"
     warmup_on = bool(planned_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
     if warmup_on and not rows_trainable:
@@ -478,29 +485,23 @@ def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: boo
             for name, docs in heldout.items()}
 
 
-# Fewer training tokens than this per new token, and the new rows are barely trained (YunShan: 36.5B tokens for
-# 9,545 new tokens); the warning says so before the run spends its budget.
-TOKENS_PER_NEW_TOKEN_WARNING = 1000
-
-
 def _report_cost(cost: dict, new_ids: list[int], planned_tokens: int, warmup_on: bool, out: Path) -> None:
     """Print and save the step-0 cost of the extension; warn when it is large for the planned budget."""
+    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.embedding_warmup import format_cost, relative_cost
 
     saved = {"base": cost["base"], "init": cost["init"], "cost_init": relative_cost(cost["base"], cost["init"]),
              "new_tokens": len(new_ids), "planned_tokens": planned_tokens}
     print(f"extension cost at step 0 (bits/char, base model with its own tokenizer -> extended model, new rows "
           f"as initialised): {format_cost(saved['cost_init'])}", flush=True)
-    per_token = planned_tokens / max(len(new_ids), 1)
     rise = max((c["change"] for c in saved["cost_init"].values()), default=0.0)
     warnings = []
     if rise > 0.05 and not warmup_on:
         warnings.append(f"the extension raises held-out bits/char by up to {100 * rise:.0f}% at step 0 and the "
                         "embedding warm-up is off (warmup.enabled)")
-    if per_token < TOKENS_PER_NEW_TOKEN_WARNING:
-        warnings.append(f"the planned run trains {planned_tokens:,} tokens for {len(new_ids):,} new tokens "
-                        f"({per_token:,.0f} per new token, under {TOKENS_PER_NEW_TOKEN_WARNING:,}): the new rows "
-                        "will be barely trained; fewer new tokens or a longer run recover more of the cost")
+    budget = budget_check(planned_tokens, len(new_ids))["warning"]  # said at the start too, in the same words
+    if budget:
+        warnings.append(budget)
     for warning in warnings:
         print(f"warning: {warning}", flush=True)
     saved["warnings"] = warnings
