@@ -424,7 +424,7 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     losses = []
     try:
         with only_rows_train(model, [weight], new_ids), \
-                progress_bar(steps, "token distillation of the new input rows", unit="step") as bar:
+                progress_bar(steps * batch, "token distillation of the new input rows", unit="text") as bar:
             for step in range(steps):
                 optimizer.zero_grad()
                 total = 0.0
@@ -439,9 +439,9 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
                     loss = ((states[js].float() - target[is_].float()) ** 2).sum(-1).mean()
                     (loss / batch).backward()
                     total += loss.item() / batch
+                    bar.update(1)
                 optimizer.step()
                 losses.append(total)
-                bar.update(1)
     finally:
         if stack is not None:
             decoder.layers = stack
