@@ -20,7 +20,7 @@ import time
 import pytest
 import torch
 
-from fixtures import train_tokenizer, write_jsonl_corpus
+from fixtures import tied_llama_extended, train_tokenizer, write_jsonl_corpus
 
 SLOW = 0.5  # seconds added to every forward pass of the model in the slowed runs (above tqdm's 0.1 s redraw)
 
@@ -96,22 +96,11 @@ def recorded(run) -> tuple[list, float, float, object]:
 
 @pytest.fixture(scope="module")
 def extended(tmp_path_factory):
-    """A tied Llama (as SmolLM2), its tokenizer, a tokenizer extended by 40 tokens, a corpus and held-out text."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
-
+    """A tied Llama (as SmolLM2) in base/, its tokenizer extended by 40 tokens in tok_ext/, a corpus and held-out
+    text."""
     root = tmp_path_factory.mktemp("progress")
     files = {"mid": write_jsonl_corpus(root / "mid.jsonl", 150, 40, 160, seed=2)}
-    tokenizer = train_tokenizer(root / "tok")
-    base = root / "base"
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(files["mid"])], new_tokens=40, processes=1,
-                                out=str(root / "tok_ext")), log=lambda *_: None)
+    tied_llama_extended(root, train_tokenizer(root / "tok"), [files["mid"]], processes=1)
     heldout = root / "heldout.txt"
     heldout.write_text("\n\n".join(json.loads(line)["text"] for line in open(files["mid"]).readlines()[-10:]))
     return root, files, heldout

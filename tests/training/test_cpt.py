@@ -14,7 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from fixtures import free_port, three_source_corpora, train_tokenizer
+from fixtures import free_port, three_source_corpora, tied_llama_extended, train_tokenizer
 from yunshan.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
@@ -352,21 +352,8 @@ def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp
 @pytest.fixture(scope="module")
 def tied_llama(setup, tmp_path_factory):
     """A tied Llama (as SmolLM2, Qwen2.5-0.5B, Gemma) with its tokenizer, and a tokenizer extended on the corpus."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
-
     root, files, tokenizer, _ = setup
-    tmp = tmp_path_factory.mktemp("tied")
-    base = tmp / "base"
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(files["long"]), str(files["mid"])], new_tokens=40,
-                                out=str(tmp / "tok_ext")), log=lambda *_: None)
-    return base, tmp / "tok_ext"
+    return tied_llama_extended(tmp_path_factory.mktemp("tied"), tokenizer, [files["long"], files["mid"]])
 
 
 def _fresh_grown(base, tok_ext):
