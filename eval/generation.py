@@ -10,8 +10,6 @@ prompt); otherwise the raw prompt is continued. Decoding is greedy (deterministi
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 
@@ -54,7 +52,7 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
     """Greedy completions of `prompts` (the new text only, special tokens removed); BOS as `encode_prompt`."""
     from transformers import StoppingCriteriaList
 
-    from yunshan.progress import progress_bar
+    from yunshan.progress import TokenCount, progress_bar
 
     from .likelihood import resolve_add_bos
 
@@ -83,26 +81,10 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
                                  max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                  eos_token_id=eos, num_beams=1,
                                  stopping_criteria=StoppingCriteriaList(
-                                     [] if bar.disable else [_TokenCount(bar, max_new_tokens)]))
+                                     [] if bar.disable else [TokenCount(bar, max_new_tokens)]))
             for row, i in enumerate(idx):
                 outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
             bar.set_postfix_str("", refresh=False)
             bar.update(len(idx))
     return outputs
 
-
-class _TokenCount:
-    """A stopping criterion that never stops: it shows the batch's generated tokens on the bar ("token 12/48"), at
-    most once a second, so the bar moves while a batch of prompts is being answered (the prompts of a batch finish
-    together; minutes on a CPU)."""
-
-    def __init__(self, bar, max_new_tokens: int):
-        self.bar, self.max_new_tokens, self.tokens, self.shown = bar, max_new_tokens, 0, 0.0
-
-    def __call__(self, input_ids, scores, **kwargs):
-        self.tokens += 1
-        now = time.monotonic()
-        if now - self.shown >= 1.0:
-            self.shown = now
-            self.bar.set_postfix_str(f"token {self.tokens}/{self.max_new_tokens}")
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)

@@ -5,9 +5,10 @@ the output-row fit with its validation checks, the forgetting monitor, the embed
 forward pass of the model slowed by SLOW seconds, records when each piece of its output (stdout and stderr: lines and
 progress-bar updates) was written, and asserts that no gap between two of them is longer than a few forward passes,
 naming the output before and after the silence. Before issue 47 the same run said nothing from the model's loading
-to the end of the distillation (18 forward passes); on a real CPU, with SmolLM2-135M and 2,000 new tokens, that was
-20 minutes. Evaluation bars count items (windows, questions, prompts), not batches, and generation shows its tokens
-while a batch of prompts is being answered.
+to the end of the distillation (14 forward passes); on a real CPU, with SmolLM2-135M and 2,000 new tokens, that was
+20 minutes. A step of gradient accumulation shows its micro-batches; `yunshan sft`'s held-out answers show their
+tokens. Evaluation bars count items (windows, questions, prompts), not batches, and generation shows its tokens while
+a batch of prompts is being answered.
 """
 
 from __future__ import annotations
@@ -117,18 +118,20 @@ def test_a_cpt_with_new_tokens_is_never_silent(extended, tmp_path, monkeypatch):
     recipe = load_recipe(CptArgs, data={
         "model": {"name_or_path": str(root / "base")}, "tokenizer": {"path": str(root / "tok_ext")},
         "data": {"seq_len": 64, "block_size": 64, "sources": [{"name": "mid", "path": str(files["mid"])}]},
-        "training": {"output_dir": str(tmp_path / "run"), "max_steps": 3, "per_device_batch_size": 4,
-                     "save_steps": 100, "logging_steps": 1},
+        "training": {"output_dir": str(tmp_path / "run"), "max_steps": 3, "per_device_batch_size": 2,
+                     "gradient_accumulation_steps": 2, "save_steps": 100, "logging_steps": 1},
         "warmup": {"steps": 1, "fit_sequences": 16, "validation_sequences": 8, "fit_rounds": 1, "distill_steps": 1,
                    "distill_layers": 1, "until_base_bpc": False},
         "monitor": {"every_steps": 0, "domain": [str(heldout)], "max_chars": 1500}})
     events, started, ended, _ = recorded(lambda: run_cpt(recipe))
     texts = [text for _, text in events]
     for phase in ("extension cost: base model, held-out domain", "extension cost: new rows as initialised",
-                  "token distillation of the new input rows", "fit of the new output rows, round 1/1: hidden states",
+                  "fit of the new output rows: the first training sequences", "token distillation of the new input rows",
+                  "fit of the new output rows, round 1/1: hidden states",
                   "fit of the new output rows: validation cross-entropy", "[step 0] held-out bits/char, domain",
                   "[step 3] held-out bits/char, domain"):
         assert any(t.startswith(phase) for t in texts), f"no progress shown for: {phase}"
+    assert any("micro-batch 1/2" in t for t in texts)  # a step of gradient accumulation, seen advancing
     # The budget per new token is said before the first forward pass, as it is said beside the step-0 cost.
     warning = json.loads((tmp_path / "run/extension_cost.json").read_text())["warnings"][-1]
     first_pass = next(i for i, t in enumerate(texts) if t.startswith("extension cost"))
@@ -195,3 +198,29 @@ def test_generation_shows_its_tokens_while_a_batch_is_answered(lm, monkeypatch):
         lm, ["court contract", "market weather"], max_new_tokens=10, batch_size=2, progress=True, desc="answers"))
     assert any("token 5/10" in t or "token 6/10" in t for _, t in events)
     assert len(passes) == 10 and silences(events, passes, started, ended, most=2) == []  # drawn once a second
+
+
+def test_sft_held_out_answers_show_their_progress(tmp_path, monkeypatch):
+    """`yunshan sft` answers its held-out prompts one by one after training (128 tokens each by default: tens of
+    seconds each on a CPU): a bar by prompt with the tokens so far, never more than two forward passes silent."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from yunshan.recipe import load_recipe
+    from yunshan.training.sft import SftArgs, run_sft
+
+    rows = [{"instruction": "Which domain?", "input": f"court contract {i}", "output": "law"} for i in range(24)]
+    (tmp_path / "sft.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tokenizer = train_tokenizer(tmp_path / "tok")
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2)).save_pretrained(tmp_path / "llama")
+    tokenizer.save_pretrained(tmp_path / "llama")
+    recipe = load_recipe(SftArgs, data={
+        "model": {"name_or_path": str(tmp_path / "llama")},
+        "data": {"max_length": 64, "max_new_tokens": 6,
+                 "sources": [{"name": "a", "path": str(tmp_path / "sft.jsonl"), "format": "alpaca", "heldout": 2}]},
+        "training": {"output_dir": str(tmp_path / "run"), "max_steps": 1, "per_device_batch_size": 4,
+                     "save_steps": 100, "logging_steps": 1}})
+    passes = slow_forward(monkeypatch, SLOW)
+    events, started, ended, _ = recorded(lambda: run_sft(recipe))
+    assert any(t.startswith("held-out answers") and "token " in t for _, t in events)
+    assert len(passes) >= 12 and silences(events, passes, started, ended, most=2) == []

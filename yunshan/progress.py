@@ -23,6 +23,7 @@ that want none.
 from __future__ import annotations
 
 import os
+import time
 
 
 def main_process() -> bool:
@@ -36,3 +37,22 @@ def progress_bar(total: int | None, desc: str, unit: str = "it", enabled: bool =
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False, disable=not (enabled and main_process()))
+
+
+class TokenCount:
+    """A stopping criterion of generate() that never stops: it shows the tokens generated so far on `bar`
+    ("token 12/48"), at most once a second, so a bar whose prompts finish together (a batch, or one long answer)
+    moves while they are being answered."""
+
+    def __init__(self, bar, max_new_tokens: int):
+        self.bar, self.max_new_tokens, self.tokens, self.shown = bar, max_new_tokens, 0, 0.0
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        self.tokens += 1
+        now = time.monotonic()
+        if now - self.shown >= 1.0:
+            self.shown = now
+            self.bar.set_postfix_str(f"token {self.tokens}/{self.max_new_tokens}")
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)

@@ -145,6 +145,10 @@ class YunshanTrainer(Trainer):
         self.log_extras = log_extras  # step -> {name: number} added to every training log (yunshan's own metrics)
         if warmup is not None:
             warmup.trainer = self
+        if self.args.gradient_accumulation_steps > 1:
+            from yunshan.training.monitoring import MicroBatchProgress
+
+            self.add_callback(MicroBatchProgress(self))
 
     def log(self, logs, start_time=None):
         # Added before the callbacks see the log, so every tracker (training.report_to) and the JSONL log get them.

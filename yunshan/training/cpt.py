@@ -229,6 +229,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, resolve_sources, trainable_summary)
+    from yunshan.progress import progress_bar
     from yunshan.tokenizer.extend import budget_check
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
@@ -326,7 +327,12 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if warmup_on and (warm.fit or warm.distill_steps) and resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
         wanted = warm.fit_sequences + warm.validation_sequences
-        sequences = [item["input_ids"].tolist() for _, item in zip(range(wanted), build_stream(recipe, tokenizer))]
+        # the first of them read, tokenised and packed (a block of every source: tens of seconds on a real corpus)
+        sequences = []
+        with progress_bar(wanted, "fit of the new output rows: the first training sequences", unit="sequence") as bar:
+            for _, item in zip(range(wanted), build_stream(recipe, tokenizer)):
+                sequences.append(item["input_ids"].tolist())
+                bar.update(1)
         sequences, validation = sequences[:warm.fit_sequences], sequences[warm.fit_sequences:]
         with gathered(model.parameters(), modify=True):
             if here and warm.distill_steps:

@@ -120,6 +120,33 @@ class ForgettingMonitor(TrainerCallback):
                 print(_format_bpc(row), flush=True)
 
 
+class MicroBatchProgress(TrainerCallback):
+    """The micro-batches of a step shown on the Trainer's progress bar ("micro-batch 1/2"), so a step of gradient
+    accumulation, which takes as long as its micro-batches together (tens of seconds each on a CPU), is seen
+    advancing; YunshanTrainer adds it when training.gradient_accumulation_steps > 1."""
+
+    def __init__(self, trainer):
+        self.trainer, self.done = trainer, 0
+
+    def _bar(self):
+        from transformers.trainer_callback import ProgressCallback
+
+        found = [c for c in self.trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)]
+        return getattr(found[0], "training_bar", None) if found else None
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        self.done += 1
+        bar = self._bar()
+        if bar is not None:
+            bar.set_postfix_str(f"micro-batch {self.done}/{args.gradient_accumulation_steps}")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.done = 0
+        bar = self._bar()
+        if bar is not None:
+            bar.set_postfix_str("", refresh=False)
+
+
 def _format_bpc(row: dict) -> str:
     parts = [f"{k[4:]} {v:.4f}" for k, v in row.items() if k.startswith("bpc_")]
     return f"[step {row['step']}] bits/char: " + ", ".join(parts)
