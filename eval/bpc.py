@@ -98,7 +98,7 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
     The first token is predicted from the prefix token (BOS, else EOS), so every character of the text is paid
     for and bits per character compare across tokenizers. Windows are batched by length (plan_length_batches).
     """
-    from tqdm.auto import tqdm
+    from yunshan.progress import progress_bar
 
     max_length = max_length or lm.max_length
     stride = stride or max(1, max_length // 2)
@@ -110,17 +110,16 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
             jobs.append((d, seq[begin:end], seq[first: end + 1], first - 1 - begin))
     out = [DocumentNLL(0.0, len(t), 0, []) for t in documents]
     batches = plan_length_batches([len(job[1]) for job in jobs], batch_size)
-    bar = tqdm(total=len(batches), desc=desc, disable=not progress, leave=False)
     pieces: dict[int, list[float]] = {}
-    for indices in batches:
-        batch = [jobs[k] for k in indices]
-        nlls = target_nll(lm, [row for _, row, _, _ in batch],
-                          [list(range(first, first + len(targets))) for _, _, targets, first in batch],
-                          [targets for _, _, targets, _ in batch])
-        for k, values in zip(indices, nlls):
-            pieces[k] = values
-        bar.update(1)
-    bar.close()
+    with progress_bar(len(jobs), desc, unit="window", enabled=progress) as bar:  # windows, not batches
+        for indices in batches:
+            batch = [jobs[k] for k in indices]
+            nlls = target_nll(lm, [row for _, row, _, _ in batch],
+                              [list(range(first, first + len(targets))) for _, _, targets, first in batch],
+                              [targets for _, _, targets, _ in batch])
+            for k, values in zip(indices, nlls):
+                pieces[k] = values
+            bar.update(len(indices))
     for k, (d, _, _, _) in enumerate(jobs):  # jobs are in document and window order
         out[d].per_token.extend(pieces[k])
         out[d].n_windows += 1

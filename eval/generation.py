@@ -10,8 +10,6 @@ prompt); otherwise the raw prompt is continued. Decoding is greedy (deterministi
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 
@@ -55,7 +53,9 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
     """Greedy completions of `prompts` (the new text only, special tokens removed); BOS as `encode_prompt`.
     `repetition_penalty` is transformers' (CTRL's): FinanceIQ's own code generates with 1.1. transformers leaves a
     row's left padding out of the penalty, so a batch gives what one prompt at a time gives (tested)."""
-    from tqdm.auto import tqdm
+    from transformers import StoppingCriteriaList
+
+    from yunshan.progress import TokenCount, progress_bar
 
     from .likelihood import resolve_add_bos
 
@@ -71,21 +71,24 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
     order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
     outputs: list[str] = [""] * len(texts)
     eos = tokenizer.eos_token_id
-    bar = tqdm(total=math.ceil(len(order) / batch_size), desc=desc, disable=not progress, leave=False)
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        width = max(len(encoded[i]) for i in idx)
-        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
-            mask[row, width - len(encoded[i]):] = 1
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
-                             max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                             eos_token_id=eos, num_beams=1,
-                             **({"repetition_penalty": repetition_penalty} if repetition_penalty is not None else {}))
-        for row, i in enumerate(idx):
-            outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
-        bar.update(1)
-    bar.close()
+    with progress_bar(len(order), desc, unit="prompt", enabled=progress) as bar:  # prompts, not batches
+        for start in range(0, len(order), batch_size):
+            idx = order[start: start + batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, width - len(encoded[i]):] = torch.tensor(encoded[i])
+                mask[row, width - len(encoded[i]):] = 1
+            penalty = {"repetition_penalty": repetition_penalty} if repetition_penalty is not None else {}
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                 max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                 eos_token_id=eos, num_beams=1,
+                                 stopping_criteria=StoppingCriteriaList(
+                                     [] if bar.disable else [TokenCount(bar, max_new_tokens)]), **penalty)
+            for row, i in enumerate(idx):
+                outputs[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True)
+            bar.set_postfix_str("", refresh=False)
+            bar.update(len(idx))
     return outputs
+

@@ -371,7 +371,7 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
 
 def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, add_bos: bool, progress: bool,
                    desc: str) -> list[ChoiceScores]:
-    from tqdm.auto import tqdm
+    from yunshan.progress import progress_bar
 
     max_length = lm.max_length
     flat = encode_pairs(lm.tokenizer, [(ctx, opt) for ctx, opts in requests for opt in opts], add_bos)
@@ -399,8 +399,8 @@ def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, a
     # context, so these rows are grouped by shared prefix too and each group's prefix runs once.
     separate_rows = [(ctx + cont)[-(max_length + 1):][:-1] for _, _, ctx, cont in separate]
     separate_plan = plan_batches(separate_rows, batch_size, prefix_cache) if separate else []
-    n_batches = len(plan) + len(separate_plan)
-    bar = tqdm(total=n_batches, desc=desc, disable=not progress, leave=False)
+    # The bar counts questions (all of a question's options scored), not batches.
+    bar = progress_bar(len(requests), desc, unit="question", enabled=progress)
     for batch, common in plan:
         batch_items = [shared[k] for k in batch]
         rows = [ctx[-max_length:] for _, ctx, _ in batch_items]
@@ -414,17 +414,22 @@ def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, a
         for (i, ctx, option_ids), lp in zip(batch, log_probs):
             results[i] = ChoiceScores([lp[0, t].item() for t in option_ids], [1] * len(option_ids),
                                       truncated=len(ctx) > max_length)
-        bar.update(1)
+        bar.update(len(batch))
 
     per_option: dict[tuple[int, int], tuple[float, int, bool]] = {}
     separate_positions = [list(range(len(row) - len(cont), len(row)))
                           for row, (_, _, _, cont) in zip(separate_rows, separate)]
+
+    options_left = {i: len(encoded[i]) for i, _, _, _ in separate}
 
     def record(batch_indices, log_probs):
         for k, lp in zip(batch_indices, log_probs):
             i, j, ctx, cont = separate[k]
             total = lp[torch.arange(len(cont)), torch.tensor(cont)].sum().item()
             per_option[(i, j)] = (total, len(cont), len(ctx) + len(cont) - 1 > max_length)
+            options_left[i] -= 1
+            if not options_left[i]:
+                bar.update(1)
 
     # Batches that hold a single question's options (0-shot prompts: different questions share little) are small;
     # for attention-only models several of them run together, each tail against its own question's prefix.
@@ -441,7 +446,6 @@ def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, a
         else:
             log_probs = _log_probs_at(lm, rows, positions)
         record(batch_indices, log_probs)
-        bar.update(1)
     while small:
         chunk, rows_in = [], 0
         while small and rows_in + len(small[0][0]) <= batch_size:
@@ -453,7 +457,6 @@ def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, a
             ([separate_rows[k] for k in b], c, [separate_positions[k] for k in b]) for b, c in chunk])
         for (b, _), log_probs in zip(chunk, results_by_group):
             record(b, log_probs)
-            bar.update(1)
     bar.close()
     for i, pairs in enumerate(encoded):
         if results[i] is None:

@@ -56,6 +56,25 @@ def train_tokenizer(folder: Path, texts: list[str] | None = None, vocab_size: in
     return fast
 
 
+def tied_llama_extended(folder: Path, tokenizer, corpus: list[Path], new_tokens: int = 40, processes: int = 0):
+    """A tied Llama (as SmolLM2, Qwen2.5-0.5B, Gemma; hidden 32, 2 layers) with `tokenizer` in `folder`/base, and that
+    tokenizer extended by `new_tokens` on `corpus` in `folder`/tok_ext: (base folder, extended tokenizer folder)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
+
+    base = folder / "base"
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+                     ).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(p) for p in corpus], new_tokens=new_tokens,
+                                processes=processes, out=str(folder / "tok_ext")), log=lambda *_: None)
+    return base, folder / "tok_ext"
+
+
 def free_port() -> int:
     """A free TCP port for an accelerate launch's rendezvous (another test run on the machine may hold 29500)."""
     with socket.socket() as s:

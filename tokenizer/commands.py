@@ -157,13 +157,15 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
     autocast, why = fast_bf16()
     length = min(1024, getattr(model.config, "max_position_embeddings", 1024) or 1024)
 
-    def measure(tokenizer):
+    def measure(tokenizer, what: str):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            return {label: bits_per_character(model, tokenizer, docs, length)["bpc"] for label, docs in files.items()}
+            return {label: bits_per_character(model, tokenizer, docs, length,
+                                              desc=f"extension cost: {what}, held-out {label}")["bpc"]
+                    for label, docs in files.items()}
 
-    base = measure(base_tok)
+    base = measure(base_tok, "base model")
     resize_embeddings(model, base_tok, new_tok, init=args.init)
-    extended = measure(new_tok)
+    extended = measure(new_tok, "new rows as initialised")
     rows = {label: {"base": base[label], "extended": extended[label], "change": extended[label] / base[label] - 1}
             for label in files}
     print(f"step-0 cost of the extension on {args.model} (new rows: {args.init}; "

@@ -118,6 +118,26 @@ class ExtendArgs:
 TOKENS_PER_NEW_TOKEN = 100_000
 
 
+# Fewer training tokens than this per new token, and the new rows are barely trained (YunShan: 36.5B tokens for
+# 9,545 new tokens). Checked before any work by `yunshan tokenizer extend --budget-tokens`, `yunshan cpt` (and its dry
+# run) and `yunshan run --dry-run`, and again by `yunshan cpt` beside the extension's measured step-0 cost.
+TOKENS_PER_NEW_TOKEN_WARNING = 1000
+
+
+def budget_check(planned_tokens: int, new_tokens: int) -> dict:
+    """The training budget per new token: the planned training tokens (continual pretraining's, replay included),
+    the new tokens, their ratio and, when it is under TOKENS_PER_NEW_TOKEN_WARNING, the warning (one wording
+    wherever it is given)."""
+    per_token = planned_tokens / max(new_tokens, 1)
+    warning = None
+    if new_tokens and per_token < TOKENS_PER_NEW_TOKEN_WARNING:
+        warning = (f"the planned run trains {planned_tokens:,} tokens for {new_tokens:,} new tokens ({per_token:,.0f} "
+                   f"per new token, under {TOKENS_PER_NEW_TOKEN_WARNING:,}): the new rows will be barely trained; "
+                   "fewer new tokens or a longer run recover more of the cost")
+    return {"training_tokens": planned_tokens, "new_tokens": new_tokens,
+            "tokens_per_new_token": round(per_token) if new_tokens else None, "warning": warning}
+
+
 def budget_cap(args: ExtendArgs) -> int | None:
     """The most new tokens the planned training budget can carry (None without a budget)."""
     if args.budget_tokens is None:
@@ -385,6 +405,13 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     from yunshan.folder_lock import folder_lock
 
     _check_args(args)
+    if args.budget_tokens is not None:  # before any work: the cap, and whether the budget trains what it carries
+        allowed, capped = capped_new_tokens(args)
+        if capped is not None:
+            log(capped + ("; the tokenizer is written unchanged" if allowed == 0 else ""))
+        warning = budget_check(args.budget_tokens, allowed)["warning"]
+        if warning:
+            log(f"warning: {warning}")
     # Another extension writing the same --out stops here (yunshan.folder_lock); --out is checked again under the
     # lock, as it may have changed before the lock was taken.
     with folder_lock(args.out, "--out", log):
@@ -438,8 +465,6 @@ def _extend(args: ExtendArgs, log) -> dict:
     if chain_new > args.new_tokens:
         raise ValueError(f"the word lists need {chain_new} new tokens but --new-tokens is {args.new_tokens}; raise "
                          "--new-tokens or shorten the word lists")
-    if capped is not None:
-        log(capped + ("; the tokenizer is written unchanged" if allowed == 0 else ""))
     # `allowed`: the new tokens this run adds at most, --new-tokens or the budget's cap (0 when the budget carries
     # none: the base tokenizer is written as it is, so a pipeline goes on without extension and says why).
 

@@ -109,7 +109,8 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     from yunshan.data.chat import ensure_chat_template
     from yunshan.folders import readable_by_transformers
     from yunshan.precision import eval_autocast
-    from yunshan.pretrained import context_length, load_causal_lm, load_tokenizer, resolve_model_folder
+    from yunshan.pretrained import (activation_checkpointing_alias, context_length, load_causal_lm, load_tokenizer,
+                                    resolve_model_folder)
 
     # A Hub id becomes its HF cache folder (downloaded unless HF_HUB_OFFLINE=1; offline and not cached: one line).
     path = run_final_model(Path(resolve_model_folder(args.model, args.revision, field="MODEL")))
@@ -148,7 +149,8 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
 
         if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(len(tokenizer))  # an adapter trained after a vocabulary extension
-        model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+        with activation_checkpointing_alias():
+            model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
     model.to(args.device).eval()
     template = "yunshan default" if ensure_chat_template(tokenizer) else "the tokenizer's own"
     code = type(model).__module__

@@ -19,6 +19,7 @@ chat` loads an adapter's base and the folder's own code on request (yunshan.chat
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -76,3 +77,28 @@ def context_length(model, tokenizer) -> int:
             return value
     value = getattr(tokenizer, "model_max_length", None)
     return value if isinstance(value, int) and 0 < value < 10**7 else 2048
+
+
+@contextlib.contextmanager
+def activation_checkpointing_alias():
+    """Inside the block `model.is_gradient_checkpointing` is `model.is_activation_checkpointing`: the same value,
+    read without the deprecation warning; put back after.
+
+    transformers 5 deprecated the first name for the second with a FutureWarning on every read, and libraries still
+    read it: PEFT (0.21.2, and its main branch as of August 2026) when it wraps a model (get_peft_model,
+    PeftModel.from_pretrained), so every LoRA run and adapter load printed "`is_gradient_checkpointing` is
+    deprecated", and TRL's DPO and KTO trainers around every reference pass. yunshan runs those calls inside this
+    block. Nothing is filtered: any other warning shows as before, and once transformers drops the alias (v6) or the
+    libraries read the new name this does nothing."""
+    from transformers import PreTrainedModel
+
+    alias = PreTrainedModel.__dict__.get("is_gradient_checkpointing")
+    current = PreTrainedModel.__dict__.get("is_activation_checkpointing")
+    if alias is None or current is None:
+        yield
+        return
+    PreTrainedModel.is_gradient_checkpointing = current
+    try:
+        yield
+    finally:
+        PreTrainedModel.is_gradient_checkpointing = alias

@@ -254,6 +254,65 @@ def test_a_run_folder_with_lora_and_the_adapter_itself(models):
         assert answer.choices[0].message.content == text  # the adapter on its base, merged as the run merged it
 
 
+@contextmanager
+def library_warnings():
+    """Every Python warning (FutureWarning included) and every warning transformers logs, from any thread, while the
+    block runs: the list of their texts. transformers' once-only warnings are reset first so none is hidden by an
+    earlier test, and its verbosity is raised to warnings (the tests run it at errors)."""
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING:
+                seen.append(record.getMessage())
+
+    logging.Logger.warning_once.cache_clear()
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_warning()
+    handler = Keep()
+    root = logging.getLogger("transformers")
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+        seen += [f"{w.category.__name__}: {w.message}" for w in caught]
+    finally:
+        root.removeHandler(handler)
+        hf_logging.set_verbosity(level)
+
+
+def test_serving_an_adapter_and_a_model_with_sampling_defaults_warns_nothing(models, tmp_path):
+    """No library warning on a normal serve: loading a LoRA adapter (PEFT used to read transformers' deprecated
+    `is_gradient_checkpointing`: a FutureWarning), nor answering greedily with a model whose generation_config.json
+    asks for sampling (the engine's own config used to set top_k=0 beside do_sample=False: "The following generation
+    flags are not valid and may be ignored: ['top_k']"), whose answer stays generate()'s greedy one."""
+    import shutil
+
+    messages = [{"role": "user", "content": QUESTIONS[0]}]
+    sampling = tmp_path / "sampling"
+    shutil.copytree(models["llama"], sampling)
+    (sampling / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": 1, "eos_token_id": EOS, "pad_token_id": 0, "do_sample": True, "temperature": 0.7,
+        "top_p": 0.8, "top_k": 20}))  # a request's own temperature 0 replaces these (app.sampling_defaults)
+    text, _, _ = reference(models["llama"], chat_ids(models["llama"], messages))
+    with library_warnings() as seen:
+        with serving(models["adapter"], served_model_name="lora") as (client, _, _):
+            client.chat.completions.create(model="lora", messages=messages, temperature=0, max_tokens=4)
+        with serving(sampling) as (client, _, _):
+            answer = client.chat.completions.create(model="sampling", messages=messages, temperature=0,
+                                                    max_tokens=MAX_NEW)
+            sampled = client.chat.completions.create(model="sampling", messages=messages, temperature=0.7, seed=3,
+                                                     max_tokens=4)
+    assert answer.choices[0].message.content == text and sampled.choices[0].message.content
+    assert seen == []
+
+
 def test_sixteen_concurrent_clients_are_all_answered_in_batches(models):
     """16 clients, 3 requests each (chat and completions, streamed and not): every answer complete and equal to
     the same request sent alone; the engine ran them in batches (fewer batches than requests)."""

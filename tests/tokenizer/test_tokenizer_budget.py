@@ -111,3 +111,65 @@ def test_the_default_cap_refuses_every_extension_measured_worse_than_none_on_rea
         assert allowed < 10 and "capped at" in why
     # Budgets of the size published extensions trained on still carry thousands.
     assert capped_new_tokens(ExtendArgs(corpus=["c"], new_tokens=9545, budget_tokens=1_000_000_000))[0] >= 9545
+
+
+def test_the_budget_check_is_one_wording_with_its_threshold():
+    from yunshan.tokenizer.extend import TOKENS_PER_NEW_TOKEN_WARNING, budget_check
+
+    thin = budget_check(40_960, 2_000)  # issue 47's run: 40,960 training tokens for 2,000 new tokens
+    assert thin["tokens_per_new_token"] == 20 and thin["warning"] == (
+        "the planned run trains 40,960 tokens for 2,000 new tokens (20 per new token, under 1,000): the new rows will "
+        "be barely trained; fewer new tokens or a longer run recover more of the cost")
+    assert budget_check(TOKENS_PER_NEW_TOKEN_WARNING * 10, 10)["warning"] is None  # exactly the threshold: enough
+    assert budget_check(10_000, 0) == {"training_tokens": 10_000, "new_tokens": 0, "tokens_per_new_token": None,
+                                       "warning": None}
+
+
+def test_tokenizer_extend_gives_the_cap_and_the_budget_warning_before_any_work(bases, corpus, tmp_path, monkeypatch):
+    """`yunshan tokenizer extend --budget-tokens N` says what the budget carries before it reads the base tokenizer:
+    the cap, and the warning `yunshan cpt` would give for that many new tokens (a cap lifted by
+    --tokens-per-new-token 1 lets 2,000 new tokens through on 40,960 training tokens)."""
+    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
+    from yunshan.tokenizer.extend import budget_check
+
+    import yunshan.tokenizer.extend as extend_module
+
+    lines = []
+
+    def no_work(*args, **kwargs):
+        raise RuntimeError("work started")
+
+    monkeypatch.setattr(extend_module, "load_base_tokenizer", no_work)
+    args = dict(base=str(base_folder(bases["byte_level_llama3"])), corpus=[str(corpus["domain"])],
+                out=str(tmp_path / "out"))
+    with pytest.raises(RuntimeError, match="work started"):
+        extend_tokenizer(ExtendArgs(**args, new_tokens=2000, budget_tokens=40_960, tokens_per_new_token=1),
+                         log=lines.append)
+    assert lines == [f"warning: {budget_check(40_960, 2000)['warning']}"]
+    lines.clear()
+    with pytest.raises(RuntimeError, match="work started"):  # the default cap: none carried, said, no warning
+        extend_tokenizer(ExtendArgs(**args, new_tokens=2000, budget_tokens=40_960), log=lines.append)
+    assert len(lines) == 1 and "--new-tokens 2000 capped at 0" in lines[0] and "written unchanged" in lines[0]
+
+
+def test_yunshan_run_dry_run_gives_the_tokens_per_new_token_and_the_warning(bases, corpus, tmp_path, capsys):
+    """`yunshan run --dry-run`: the tokenizer stage's plan holds the budget per new token as capped, and a thin one is
+    warned about on stderr and listed in the plan's warnings, in `yunshan cpt`'s words."""
+    import argparse
+
+    from yunshan.pipeline import run
+    from yunshan.tokenizer.extend import budget_check
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(json.dumps({
+        "name": "budget", "output_dir": str(tmp_path / "run"), "model": {"name_or_path": str(bases["byte_level_llama3"])},
+        "tokenizer_extension": {"corpus": [str(corpus["domain"])], "new_tokens": 300, "tokens_per_new_token": 10},
+        "cpt": {"data": {"seq_len": 64, "sources": [{"name": "d", "path": str(corpus["domain"])}]},
+                "training": {"max_steps": 10, "per_device_batch_size": 2}}}))
+    run(argparse.Namespace(config=str(recipe), overrides=[], dry_run=True, from_stage=None))  # the base: no weights
+    out, err = capsys.readouterr()
+    plan = json.loads(out)
+    budget = {p["stage"]: p for p in plan["plan"]}["tokenizer"]["budget"]
+    want = budget_check(10 * 2 * 64, 128)  # the cap: 1,280 training tokens / 10 per new token = 128 new tokens
+    assert budget == want and budget["tokens_per_new_token"] == 10
+    assert plan["warnings"] == [want["warning"]] and f"warning: {want['warning']}" in err.splitlines()

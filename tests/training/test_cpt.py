@@ -14,7 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from fixtures import free_port, three_source_corpora, train_tokenizer
+from fixtures import free_port, three_source_corpora, tied_llama_extended, train_tokenizer
 from yunshan.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
@@ -316,6 +316,27 @@ def test_extended_tokenizer_grows_embeddings_with_subword_means(setup, extended,
         torch.testing.assert_close(new[token_id], old[pieces].mean(0))
 
 
+def test_the_dry_run_gives_the_budget_per_new_token_before_any_work(setup, extended, tmp_path, capsys):
+    """`yunshan cpt --dry-run` with an extended tokenizer: the planned training tokens per new token, and the warning
+    the run would print (in the same words) when they are too few, on stderr beside the JSON plan."""
+    from transformers import AutoTokenizer
+
+    from yunshan.tokenizer.extend import budget_check
+
+    base, tok_ext = extended
+    data = recipe_dict(setup, tmp_path / "run")
+    data["model"] = {"name_or_path": str(base)}
+    data["tokenizer"] = {"path": str(tok_ext)}
+    code = subprocess.run(YUNSHAN + ["cpt", "--config", str(write_recipe(tmp_path / "r.yaml", data)), "--dry-run"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert code.returncode == 0, code.stderr[-2000:]
+    plan = json.loads(code.stdout)
+    new = len(AutoTokenizer.from_pretrained(tok_ext)) - len(AutoTokenizer.from_pretrained(base))
+    want = budget_check(24 * 4 * 64, new)  # max_steps x batch x seq_len
+    assert plan["budget"] == want and want["warning"] and f"warning: {want['warning']}" in code.stderr.splitlines()
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("mode, expect", [("indices", "trainable_token_indices"), ("rows", "modules_to_save")])
 def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp_path, mode, expect):
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -346,21 +367,8 @@ def test_lora_trains_the_new_rows_of_an_extended_vocabulary(setup, extended, tmp
 @pytest.fixture(scope="module")
 def tied_llama(setup, tmp_path_factory):
     """A tied Llama (as SmolLM2, Qwen2.5-0.5B, Gemma) with its tokenizer, and a tokenizer extended on the corpus."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from yunshan.tokenizer import ExtendArgs, extend_tokenizer
-
     root, files, tokenizer, _ = setup
-    tmp = tmp_path_factory.mktemp("tied")
-    base = tmp / "base"
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-                     ).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    extend_tokenizer(ExtendArgs(base=str(base), corpus=[str(files["long"]), str(files["mid"])], new_tokens=40,
-                                out=str(tmp / "tok_ext")), log=lambda *_: None)
-    return base, tmp / "tok_ext"
+    return tied_llama_extended(tmp_path_factory.mktemp("tied"), tokenizer, [files["long"], files["mid"]])
 
 
 def _fresh_grown(base, tok_ext):

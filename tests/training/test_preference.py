@@ -250,6 +250,20 @@ def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
 
 
+@pytest.mark.parametrize("method", ["dpo", "kto"])
+def test_lora_dpo_and_kto_raise_no_deprecation_warning(world, tmp_path, method):
+    """TRL's DPO and KTO read transformers' deprecated `is_gradient_checkpointing` around every reference pass, and
+    PEFT when it wraps the model: a normal `yunshan pref` run records no FutureWarning or DeprecationWarning (issue
+    47; tests/training/test_library_warnings.py for cpt and sft)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_pref(recipe(world, tmp_path / "run", method=method, lora=True, max_steps=2))
+    assert [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
+            if issubclass(w.category, (FutureWarning, DeprecationWarning))] == []
+
+
 def test_held_out_scoring_in_chunks_equals_the_models_own_logits(world):
     """The held-out scoring applies the LM head to a few answer positions at a time (label logit minus logsumexp);
     it equals the log-softmax of the model's own logits for the whole batch: on the tied model, under LoRA with

@@ -298,6 +298,7 @@ def write_gguf(model_dir: Path, path: Path, quant: str, *, name: str, as_llama: 
     from safetensors import safe_open
 
     from yunshan.hub.weights import _weight_files, read_layout
+    from yunshan.progress import progress_bar
 
     if quant not in QUANTS:
         raise ValueError(f"--quant {quant!r}: choose one of {', '.join(QUANTS)}")
@@ -384,6 +385,7 @@ def write_gguf(model_dir: Path, path: Path, quant: str, *, name: str, as_llama: 
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     parameters = 0
+    bar = progress_bar(len(plan), f"GGUF {quant}: {path.name}", unit="tensor")
     try:
         for hf_name, gguf_name, kind in plan:
             source = layout[hf_name][0]
@@ -405,7 +407,9 @@ def write_gguf(model_dir: Path, path: Path, quant: str, *, name: str, as_llama: 
             data, got = _quantize(array, gguf_name, _tensor_qtype(gguf_name, qtype, hp["tied"]))
             assert got == kind, (gguf_name, got, kind)
             writer.write_tensor_data(np.ascontiguousarray(data))
+            bar.update(1)
     finally:
+        bar.close()
         writer.close()
     return GgufReport(path=str(path), quant=quant, architecture=hp["arch"], tokenizer_pre=vocab.pre,
                       tensors=len(plan), parameters=parameters, bytes=path.stat().st_size, vocab=len(vocab.tokens),

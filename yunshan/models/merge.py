@@ -391,11 +391,12 @@ def _run_mergekit(config: dict, out: Path, seed: int) -> None:
     from mergekit.options import MergeOptions
 
     # mergekit logs its architecture inference and every tensor plan as warnings on the root logger; the command
-    # prints its own one-line summary and yunshan_merge.json records the rest.
+    # prints its own one-line summary and yunshan_merge.json records the rest. Its progress bars stay (quiet=False):
+    # loading the models, then one step per tensor operation with an ETA (minutes for a 7B on a CPU).
     logging.disable(logging.WARNING)
     try:
         run_merge(MergeConfiguration.model_validate(config), str(out),
-                  MergeOptions(quiet=True, lazy_unpickle=False, copy_tokenizer=True, random_seed=seed,
+                  MergeOptions(quiet=False, lazy_unpickle=False, copy_tokenizer=True, random_seed=seed,
                                trust_remote_code=False, safe_serialization=True))
     finally:
         logging.disable(logging.NOTSET)

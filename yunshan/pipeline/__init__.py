@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from .runner import PipelineRunner
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     runner = PipelineRunner(recipe, Path(args.config))
     if args.dry_run:
         plan = runner.dry_run(args.from_stage)
+        for warning in plan.get("warnings", []):
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
         print(json.dumps(plan, indent=2, ensure_ascii=False))
         return 0 if not plan["problems"] else 1
     runner.run(args.from_stage)

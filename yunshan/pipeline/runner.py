@@ -274,8 +274,9 @@ class PipelineRunner:
             plan.append({"stage": stage.name, "action": "skip (complete)" if done else "run",
                          "output": str(self.layout.folder(stage.name)),
                          **(stage.describe(r) if stage.describe is not None else {})})
+        warnings = [w for p in plan for w in p.get("warnings", [])]
         return {"recipe": str(self.recipe_path) if self.recipe_path else None, "output_dir": str(self.out),
-                "plan": plan, "problems": problems}
+                "plan": plan, "problems": problems, **({"warnings": warnings} if warnings else {})}
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -218,12 +218,16 @@ def cpt_budget_tokens(recipe: PipelineRecipe) -> int | None:
 
 
 def _describe_tokenizer(recipe: PipelineRecipe) -> dict:
-    """The new tokens the extension will add at most, under cpt's planned budget."""
-    from yunshan.tokenizer.extend import capped_new_tokens
+    """The new tokens the extension will add at most, under cpt's planned budget, and the training tokens per new
+    token that budget gives (with the warning `yunshan cpt` would print when they are too few)."""
+    from yunshan.tokenizer.extend import budget_check, capped_new_tokens
 
-    allowed, capped = capped_new_tokens(dataclasses.replace(recipe.tokenizer_extension,
-                                                            budget_tokens=cpt_budget_tokens(recipe)))
-    return {"new_tokens": allowed, **({"capped": capped} if capped else {})}
+    budget_tokens = cpt_budget_tokens(recipe)
+    allowed, capped = capped_new_tokens(dataclasses.replace(recipe.tokenizer_extension, budget_tokens=budget_tokens))
+    budget = budget_check(budget_tokens, allowed) if budget_tokens is not None and allowed else None
+    return {"new_tokens": allowed, **({"capped": capped} if capped else {}),
+            **({"budget": budget} if budget else {}),
+            **({"warnings": [budget["warning"]]} if budget and budget["warning"] else {})}
 
 
 def _tokenizer_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
@@ -648,7 +652,8 @@ class Stage:
     check: Callable[[Any], list[str]] = lambda args: []  # dry-run problems beyond missing inputs
     # (settings, data files) it reads outside its section: both enter its fingerprint, the files are checked
     reads: Callable[[PipelineRecipe], tuple[dict, list[str]]] | None = None
-    # what the dry run's plan says about the stage beyond run/skip (e.g. the tokenizer's new tokens as capped)
+    # what the dry run's plan says about the stage beyond run/skip (e.g. the tokenizer's new tokens as capped); its
+    # "warnings", if any, are also listed at the top of the dry run and printed
     describe: Callable[[PipelineRecipe], dict] | None = None
 
     def upstream_in(self, recipe: PipelineRecipe) -> tuple[str, ...]:

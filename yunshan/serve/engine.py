@@ -254,10 +254,13 @@ class Engine:
             attention_mask[i, length - len(ids):] = 1
             row.start = length - len(ids)
         # Every setting explicit: values left unset would be filled from the model's generation_config.json
-        # (its sampling or repetition penalty), which the request's own settings replace here.
+        # (its sampling or repetition penalty), which the request's own settings replace here (_Choose draws each
+        # row's token). generate() itself is greedy and applies no sampling setting: those are transformers'
+        # defaults (temperature 1, top_p 1, top_k 50), which it reads as not set, so none is reported as ignored
+        # ("The following generation flags are not valid and may be ignored", which top_k=0 caused on every run).
         config = GenerationConfig(max_new_tokens=max(row.job.sampling.max_tokens for row in rows), do_sample=False,
                                   num_beams=1, eos_token_id=self.stop_ids or None, pad_token_id=self.pad_id,
-                                  temperature=1.0, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0,
+                                  temperature=1.0, top_p=1.0, top_k=50, min_p=None, repetition_penalty=1.0,
                                   no_repeat_ngram_size=0, min_new_tokens=0, use_cache=True)
         model = self.chat.model
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.chat.autocast):

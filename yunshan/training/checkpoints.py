@@ -154,6 +154,10 @@ class YunshanTrainer(Trainer):
         self.log_extras = log_extras  # step -> {name: number} added to every training log (yunshan's own metrics)
         if warmup is not None:
             warmup.trainer = self
+        if self.args.gradient_accumulation_steps > 1:
+            from yunshan.training.monitoring import MicroBatchProgress
+
+            self.add_callback(MicroBatchProgress(self))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self.token_losses = None

@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,6 +231,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, resolve_sources, trainable_summary, training_loss)
+    from yunshan.progress import progress_bar
+    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 
@@ -255,6 +258,11 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
     base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
 
+    # The budget per new token, before any work (the same check and words as the warning beside the step-0 cost).
+    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
+    budget = budget_check(tokens_per_step * train.total_steps(), len(planned_ids))
+    if budget["warning"] and rank_zero:
+        print(f"warning: {budget['warning']}", file=sys.stderr if dry_run else sys.stdout, flush=True)
     stream = build_stream(recipe, tokenizer)
     heldout = {}
     if recipe.monitor.general:
@@ -269,6 +277,7 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         return {
             **describe_model(model_args, len(tokenizer)), "tokenizer_size": len(tokenizer),
             "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
+            **({"budget": budget} if planned_ids else {}),
             "sources": [s.name for s in recipe.data.sources],
             "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
             "total_tokens": tokens_per_step * train.total_steps(), "resume_from": str(resume_from) if resume_from else None,
@@ -277,7 +286,6 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
         }
 
     warm = recipe.warmup
-    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
     rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, planned_ids) != "none"
     warmup_on = bool(planned_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
     if warmup_on and not rows_trainable:
@@ -305,13 +313,15 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if planned_ids and heldout and resume_from is None:
         # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
         with gathered(model.parameters()):
-            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast) if here else None
+            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast,
+                                        "extension cost: base model") if here else None
     new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
     if new_ids != planned_ids:
         raise RuntimeError(f"the embeddings grew by ids {new_ids[:3]}.. but the tokenizers planned {planned_ids[:3]}..")
     if cost:
         with gathered(model.parameters()):
-            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast) if here else None
+            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast,
+                                        "extension cost: new rows as initialised") if here else None
         cost = from_main_process(cost)
     fit_report = None
     fit_file = ckpt_dir / FIT_FILE
@@ -319,7 +329,12 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     if warmup_on and (warm.fit or warm.distill_steps) and resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
         wanted = warm.fit_sequences + warm.validation_sequences
-        sequences = [item["input_ids"].tolist() for _, item in zip(range(wanted), build_stream(recipe, tokenizer))]
+        # the first of them read, tokenised and packed (a block of every source: tens of seconds on a real corpus)
+        sequences = []
+        with progress_bar(wanted, "fit of the new output rows: the first training sequences", unit="sequence") as bar:
+            for _, item in zip(range(wanted), build_stream(recipe, tokenizer)):
+                sequences.append(item["input_ids"].tolist())
+                bar.update(1)
         sequences, validation = sequences[:warm.fit_sequences], sequences[warm.fit_sequences:]
         with gathered(model.parameters(), modify=True):
             if here and warm.distill_steps:
@@ -473,37 +488,33 @@ def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     return summary
 
 
-def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool) -> dict:
-    """Bits per character of each held-out set (the forgetting monitor's computation)."""
+def _heldout_bpc(model, tokenizer, heldout: dict, max_length: int, autocast: bool, what: str) -> dict:
+    """Bits per character of each held-out set (the forgetting monitor's computation), with a progress bar per set
+    named `what` and the set."""
     from yunshan.training.monitoring import bits_per_character
 
-    return {name: bits_per_character(model, tokenizer, docs, max_length, autocast=autocast)["bpc"]
+    return {name: bits_per_character(model, tokenizer, docs, max_length, autocast=autocast,
+                                     desc=f"{what}, held-out {name}")["bpc"]
             for name, docs in heldout.items()}
-
-
-# Fewer training tokens than this per new token, and the new rows are barely trained (YunShan: 36.5B tokens for
-# 9,545 new tokens); the warning says so before the run spends its budget.
-TOKENS_PER_NEW_TOKEN_WARNING = 1000
 
 
 def _report_cost(cost: dict, new_ids: list[int], planned_tokens: int, warmup_on: bool, out: Path) -> None:
     """Print and save the step-0 cost of the extension; warn when it is large for the planned budget."""
+    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.embedding_warmup import format_cost, relative_cost
 
     saved = {"base": cost["base"], "init": cost["init"], "cost_init": relative_cost(cost["base"], cost["init"]),
              "new_tokens": len(new_ids), "planned_tokens": planned_tokens}
     print(f"extension cost at step 0 (bits/char, base model with its own tokenizer -> extended model, new rows "
           f"as initialised): {format_cost(saved['cost_init'])}", flush=True)
-    per_token = planned_tokens / max(len(new_ids), 1)
     rise = max((c["change"] for c in saved["cost_init"].values()), default=0.0)
     warnings = []
     if rise > 0.05 and not warmup_on:
         warnings.append(f"the extension raises held-out bits/char by up to {100 * rise:.0f}% at step 0 and the "
                         "embedding warm-up is off (warmup.enabled)")
-    if per_token < TOKENS_PER_NEW_TOKEN_WARNING:
-        warnings.append(f"the planned run trains {planned_tokens:,} tokens for {len(new_ids):,} new tokens "
-                        f"({per_token:,.0f} per new token, under {TOKENS_PER_NEW_TOKEN_WARNING:,}): the new rows "
-                        "will be barely trained; fewer new tokens or a longer run recover more of the cost")
+    budget = budget_check(planned_tokens, len(new_ids))["warning"]  # said at the start too, in the same words
+    if budget:
+        warnings.append(budget)
     for warning in warnings:
         print(f"warning: {warning}", flush=True)
     saved["warnings"] = warnings

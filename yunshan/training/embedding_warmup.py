@@ -136,52 +136,56 @@ def _decoder(model):
 
 
 @torch.no_grad()
-def _collect(model, sequences, fixed: torch.Tensor | None, autocast: bool, batch: int = 8):
+def _collect(model, sequences, fixed: torch.Tensor | None, autocast: bool, batch: int = 8, desc: str = ""):
     """Hidden states before every predicted position, the targets, the log-sum-exp of the fixed rows' logits and,
     for targets among the fixed rows, their logit. Sequences of one length run `batch` at a time (the training
-    stream packs them to one length); the products run in bf16 under `autocast`, accumulated in float32. `fixed`
-    None: every row (no copy of the head)."""
+    stream packs them to one length), each batch's positions scored against the fixed rows before the next batch
+    runs; the products run in bf16 under `autocast`, accumulated in float32. `fixed` None: every row (no copy of the
+    head). `desc`: the progress bar's name (by sequence; yunshan.progress)."""
+    from yunshan.progress import progress_bar
+
     head = model.get_output_embeddings()
     decoder = _decoder(model)
     device = head.weight.device
-    states, targets = [], []
+    weight = head.weight.float()
+    bias = head.bias.float() if getattr(head, "bias", None) is not None else None
+    fixed_rows = weight if fixed is None else weight[fixed]
+    fixed_bias = None if bias is None else bias if fixed is None else bias[fixed]
+    states, targets, lses, target_logits = [], [], [], []
     by_length: dict[int, list[list[int]]] = {}
     for ids in sequences:
         by_length.setdefault(len(ids), []).append(ids)
-    for rows in by_length.values():
-        for start in range(0, len(rows), batch):
-            x = torch.tensor(rows[start:start + batch], device=device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                hidden = decoder(input_ids=x, use_cache=False).last_hidden_state
-            states.append(hidden[:, :-1].float().reshape(-1, hidden.shape[-1]))
-            targets.append(x[:, 1:].reshape(-1))
-    h = torch.cat(states)
-    y = torch.cat(targets)
-    weight = head.weight.float()
-    bias = head.bias.float() if getattr(head, "bias", None) is not None else None
-    lse = torch.empty(len(y), device=device)
-    target_logit = torch.zeros(len(y), device=device)
-    fixed_rows = weight if fixed is None else weight[fixed]
-    for start in range(0, len(y), 2048):
-        chunk = h[start:start + 2048]
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            logits = (chunk @ fixed_rows.T).float()
-        if bias is not None:
-            logits += bias if fixed is None else bias[fixed]
-        lse[start:start + 2048] = torch.logsumexp(logits, -1)
-        rows = weight[y[start:start + 2048]]
-        target_logit[start:start + 2048] = (chunk * rows).sum(-1) + (bias[y[start:start + 2048]]
-                                                                   if bias is not None else 0)
-    return h, y, lse, target_logit
+    with progress_bar(len(sequences), desc, unit="sequence") as bar:
+        for rows in by_length.values():
+            for start in range(0, len(rows), batch):
+                x = torch.tensor(rows[start:start + batch], device=device)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                    hidden = decoder(input_ids=x, use_cache=False).last_hidden_state
+                h = hidden[:, :-1].float().reshape(-1, hidden.shape[-1])
+                y = x[:, 1:].reshape(-1)
+                for first in range(0, len(y), 2048):
+                    chunk, chunk_y = h[first:first + 2048], y[first:first + 2048]
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                        logits = (chunk @ fixed_rows.T).float()
+                    if fixed_bias is not None:
+                        logits += fixed_bias
+                    lses.append(torch.logsumexp(logits, -1))
+                    target_logits.append((chunk * weight[chunk_y]).sum(-1)
+                                         + (bias[chunk_y] if bias is not None else 0))
+                states.append(h)
+                targets.append(y)
+                bar.update(len(x))
+    return torch.cat(states), torch.cat(targets), torch.cat(lses), torch.cat(target_logits)
 
 
-def validation_loss(model, sequences: list[list[int]], autocast: bool = False) -> float:
+def validation_loss(model, sequences: list[list[int]], autocast: bool = False,
+                    desc: str = "validation cross-entropy") -> float:
     """The model's mean next-token cross-entropy (nats, exact softmax over the whole vocabulary) on `sequences`, in
-    eval mode (no dropout); the mode is given back."""
+    eval mode (no dropout); the mode is given back. `desc`: the progress bar's name."""
     was_training = model.training
     model.eval()
     try:
-        _, _, lse, target_logit = _collect(model, sequences, None, autocast)
+        _, _, lse, target_logit = _collect(model, sequences, None, autocast, desc=desc)
     finally:
         model.train(was_training)
     return (lse - target_logit).mean().item()
@@ -229,6 +233,8 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     states of a round's "before" come from the rows as the round found them; for a tied model its "after" is on those
     states), and with `validation` the held-out cross-entropy before and after each round and the round kept.
     """
+    from yunshan.progress import progress_bar
+
     started = time.perf_counter()
     head = model.get_output_embeddings()
     if head is None:
@@ -246,13 +252,15 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     model.eval()
     history = []
     checked = None
+    checking = "fit of the new output rows: validation cross-entropy"
     if validation:
-        checked = {"sequences": len(validation), "before": validation_loss(model, validation, autocast),
-                   "kept_round": 0}
+        checked = {"sequences": len(validation), "kept_round": 0,
+                   "before": validation_loss(model, validation, autocast, desc=f"{checking} before the fit")}
         best, best_rows = checked["before"], _new_rows(model, new_ids)
     try:
         for round_ in range(rounds):
-            h, y, lse, target_fixed = _collect(model, sequences, fixed, autocast)
+            this = f"fit of the new output rows, round {round_ + 1}/{rounds}"
+            h, y, lse, target_fixed = _collect(model, sequences, fixed, autocast, desc=f"{this}: hidden states")
             rows = torch.nn.Parameter(weight.detach()[new].float().clone())
             optimizer = torch.optim.Adam([rows], lr=lr)
             target_slot = slot[y]
@@ -270,13 +278,16 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
             with torch.no_grad():
                 before = sum(loss_of(torch.arange(i, min(i + batch_positions, len(y)))).item()
                              for i in range(0, len(y), batch_positions)) / len(y)
-            for _ in range(epochs):
-                order = torch.randperm(len(y), generator=generator)
-                for i in range(0, len(y), batch_positions):
-                    index = order[i:i + batch_positions]
-                    optimizer.zero_grad()
-                    (loss_of(index) / len(index)).backward()
-                    optimizer.step()
+            with progress_bar(epochs * math.ceil(len(y) / batch_positions), f"{this}: Adam",
+                              unit="step") as bar:
+                for _ in range(epochs):
+                    order = torch.randperm(len(y), generator=generator)
+                    for i in range(0, len(y), batch_positions):
+                        index = order[i:i + batch_positions]
+                        optimizer.zero_grad()
+                        (loss_of(index) / len(index)).backward()
+                        optimizer.step()
+                        bar.update(1)
             with torch.no_grad():
                 after = sum(loss_of(torch.arange(i, min(i + batch_positions, len(y)))).item()
                             for i in range(0, len(y), batch_positions)) / len(y)
@@ -287,7 +298,8 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
                 f"({int(target_new.sum()):,} with a new token as target), cross-entropy {before:.4f} -> "
                 f"{after:.4f} nats")
             if checked is not None:
-                history[-1]["validation_loss"] = held = validation_loss(model, validation, autocast)
+                history[-1]["validation_loss"] = held = validation_loss(
+                    model, validation, autocast, desc=f"{checking} after round {round_ + 1}")
                 if held >= best:
                     log(f"  on the {len(validation)} validation sequences the round raised the cross-entropy "
                         f"({best:.4f} -> {held:.4f} nats): " + ("the rows as they were before the fit are kept"
@@ -387,6 +399,8 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
 
     Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps,
     the seconds and, with `validation`, the held-out cross-entropy before and after and whether the rows were kept."""
+    from yunshan.progress import progress_bar
+
     started = time.perf_counter()
     if not pairs or not steps:
         if steps:
@@ -401,13 +415,16 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
         layers = 0
     device = weight.device
     checked = None
+    checking = "token distillation: validation cross-entropy"
     if validation:
-        checked = {"sequences": len(validation), "before": validation_loss(model, validation, autocast)}
+        checked = {"sequences": len(validation),
+                   "before": validation_loss(model, validation, autocast, desc=f"{checking} before")}
         rows_before = _new_rows(model, new_ids)
     optimizer = torch.optim.Adam([weight], lr=lr)
     losses = []
     try:
-        with only_rows_train(model, [weight], new_ids):
+        with only_rows_train(model, [weight], new_ids), \
+                progress_bar(steps * batch, "token distillation of the new input rows", unit="text") as bar:
             for step in range(steps):
                 optimizer.zero_grad()
                 total = 0.0
@@ -422,6 +439,7 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
                     loss = ((states[js].float() - target[is_].float()) ** 2).sum(-1).mean()
                     (loss / batch).backward()
                     total += loss.item() / batch
+                    bar.update(1)
                 optimizer.step()
                 losses.append(total)
     finally:
@@ -432,7 +450,7 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
     per_pass = min(steps, max(1, -(-len(pairs) // batch)))
     first, last = sum(losses[:per_pass]) / per_pass, sum(losses[-per_pass:]) / per_pass
     if checked is not None:
-        checked["after"] = validation_loss(model, validation, autocast)
+        checked["after"] = validation_loss(model, validation, autocast, desc=f"{checking} after")
         checked["kept"] = checked["after"] < checked["before"]
         if not checked["kept"]:
             _put_rows(rows_before, new_ids)

@@ -196,8 +196,11 @@ def plain_copy(model):
         if peft_config:
             from peft import get_peft_model
 
+            from yunshan.pretrained import activation_checkpointing_alias
+
             name = next(iter(peft_config))
-            plain = get_peft_model(plain, peft_config[name], adapter_name=name)
+            with activation_checkpointing_alias():
+                plain = get_peft_model(plain, peft_config[name], adapter_name=name)
     return plain
 
 

@@ -228,6 +228,7 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     weights."""
     from peft import LoraConfig, get_peft_model
 
+    from yunshan.pretrained import activation_checkpointing_alias
     from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, is_partitioned, without_zero_init
 
     if isinstance(lora_args.target_modules, list) and lora_args.target_modules:
@@ -267,7 +268,7 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     # The adapter's initial weights depend on `seed` alone: loading inside zero.Init and growing the embeddings draw
     # other amounts of random numbers than one process does, and every engine must start from the same adapter.
     torch.manual_seed(seed)
-    with gathered(matrices), without_zero_init():
+    with gathered(matrices), without_zero_init(), activation_checkpointing_alias():
         return get_peft_model(model, config)
 
 

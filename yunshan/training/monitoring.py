@@ -32,9 +32,11 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
 
 @torch.no_grad()
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
-                       batch_size: int = 8, autocast: bool = False) -> dict:
+                       batch_size: int = 8, autocast: bool = False, desc: str | None = None) -> dict:
     """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
     (yunshan.eval.bpc.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS).
+
+    `desc`: a progress bar by window with this name, on the main process (yunshan.progress); None: no bar.
 
     `autocast`: the forward passes under bf16 autocast with the output head in float32, as `yunshan eval --dtype
     auto` computes them (a bf16 training run's monitor: SmolLM2-135M, 2 x 4,000 characters, 34 s against 55 s in
@@ -51,7 +53,8 @@ def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512
             if autocast:  # without it, whatever the caller set stays in force (nothing is switched off)
                 precision.enter_context(lm.compute())
                 precision.enter_context(float32_head_while(model))
-            nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size)
+            nlls = rolling_nll(lm, ids, max_length=max_length, stride=stride, batch_size=batch_size,
+                               progress=desc is not None, desc=desc or "")
     finally:
         model.train(was_training)
     bits = math.fsum(d.nll for d in nlls) / math.log(2)
@@ -81,7 +84,8 @@ class ForgettingMonitor(TrainerCallback):
         row = {"step": step}
         for name, docs in self.heldout.items():
             row[f"bpc_{name}"] = bits_per_character(model, self.tokenizer, docs, self.max_length,
-                                                    autocast=self.autocast)["bpc"]
+                                                    autocast=self.autocast,
+                                                    desc=f"[step {step}] held-out bits/char, {name}")["bpc"]
         self.history.append(row)
         if self.logger is not None:
             self.logger.write({"event": "bpc", **row})
@@ -114,6 +118,33 @@ class ForgettingMonitor(TrainerCallback):
             row = self.measure(self._model(kwargs), state.global_step)
             if state.is_world_process_zero:
                 print(_format_bpc(row), flush=True)
+
+
+class MicroBatchProgress(TrainerCallback):
+    """The micro-batches of a step shown on the Trainer's progress bar ("micro-batch 1/2"), so a step of gradient
+    accumulation, which takes as long as its micro-batches together (tens of seconds each on a CPU), is seen
+    advancing; YunshanTrainer adds it when training.gradient_accumulation_steps > 1."""
+
+    def __init__(self, trainer):
+        self.trainer, self.done = trainer, 0
+
+    def _bar(self):
+        from transformers.trainer_callback import ProgressCallback
+
+        found = [c for c in self.trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)]
+        return getattr(found[0], "training_bar", None) if found else None
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        self.done += 1
+        bar = self._bar()
+        if bar is not None:
+            bar.set_postfix_str(f"micro-batch {self.done}/{args.gradient_accumulation_steps}")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.done = 0
+        bar = self._bar()
+        if bar is not None:
+            bar.set_postfix_str("", refresh=False)
 
 
 def _format_bpc(row: dict) -> str:

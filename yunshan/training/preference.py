@@ -318,6 +318,7 @@ def make_trainer_class(method: str):
     """TRL's trainer for `method` with yunshan's checkpoints (YunshanTrainer first in the MRO: crash-safe
     checkpoints, the run record, checkpoint parts), yunshan's token ids in place of TRL's tokenisation, and neither
     TRL's model card in every checkpoint (yunshan export writes the card) nor its telemetry."""
+    from yunshan.pretrained import activation_checkpointing_alias
     from yunshan.training.checkpoints import YunshanTrainer
 
     base, _ = trl_classes(method)
@@ -343,6 +344,16 @@ def make_trainer_class(method: str):
 
         def tokenize_row(self, feature, model=None):
             return feature  # ORPO and CPO: the rows are in tokenize_row's output layout already
+
+        # TRL's DPO and KTO read `model.is_gradient_checkpointing` (deprecated by transformers 5) around every
+        # reference pass: read as its current name (yunshan.pretrained.activation_checkpointing_alias), no warning.
+        def training_step(self, *args, **kwargs):
+            with activation_checkpointing_alias():
+                return super().training_step(*args, **kwargs)
+
+        def compute_ref_log_probs(self, *args, **kwargs):  # DPO and KTO, also when precomputed
+            with activation_checkpointing_alias():
+                return super().compute_ref_log_probs(*args, **kwargs)
 
     PreferenceTrainer.__name__ = PreferenceTrainer.__qualname__ = f"Yunshan{base.__name__}"
     return PreferenceTrainer

@@ -259,22 +259,28 @@ def make_trainer_class():
 
 @torch.no_grad()
 def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dict]:
-    """Greedy answers to held-out prompts (the conversation up to its last assistant turn)."""
+    """Greedy answers to held-out prompts (the conversation up to its last assistant turn), with a progress bar."""
+    from transformers import StoppingCriteriaList
+
     from yunshan.data.chat import render
+    from yunshan.progress import TokenCount, progress_bar
 
     model.eval()
     results = []
     device = next(model.parameters()).device
-    for sample in heldout:
-        messages = sample.messages[:-1]
-        prompt = render(tokenizer, messages, add_generation_prompt=True)
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(device)
-        # synced_gpus off: the model is whole in this one process (under ZeRO-3 transformers would otherwise wait for
-        # the other processes at every token)
-        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, synced_gpus=False)
-        answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
-        results.append({"source": sample.source, "prompt": messages[-1]["content"],
-                        "reference": sample.messages[-1]["content"], "generated": answer.strip()})
+    with progress_bar(len(heldout), "held-out answers", unit="prompt") as bar:
+        for sample in heldout:
+            messages = sample.messages[:-1]
+            prompt = render(tokenizer, messages, add_generation_prompt=True)
+            ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(device)
+            # synced_gpus off: the model is whole in this one process (under ZeRO-3 transformers would otherwise wait
+            # for the other processes at every token)
+            out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, synced_gpus=False,
+                                 stopping_criteria=StoppingCriteriaList([TokenCount(bar, max_new_tokens)]))
+            answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+            results.append({"source": sample.source, "prompt": messages[-1]["content"],
+                            "reference": sample.messages[-1]["content"], "generated": answer.strip()})
+            bar.update(1)
     return results
 
 
