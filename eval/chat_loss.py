@@ -96,15 +96,20 @@ def scored_tokens(tokenizer, samples, max_length: int) -> tuple[list[dict], dict
 
 
 @torch.no_grad()
-def score_set(lm, samples, max_length: int, batch_size: int = 8) -> dict:
-    """Mean cross-entropy of one instruction set's assistant turns (module docstring)."""
+def score_set(lm, samples, max_length: int, batch_size: int = 8, progress: bool = False,
+              desc: str = "chat_loss") -> dict:
+    """Mean cross-entropy of one instruction set's assistant turns (module docstring); `progress`: a bar by sample."""
+    from yunshan.progress import progress_bar
+
     rows, counts = scored_tokens(lm.tokenizer, samples, max_length)
     nll = [0.0] * len(rows)
-    for indices in plan_length_batches([len(r["ids"]) for r in rows], batch_size):
-        values = target_nll(lm, [rows[k]["ids"] for k in indices], [rows[k]["at"] for k in indices],
-                            [rows[k]["targets"] for k in indices])
-        for k, v in zip(indices, values):
-            nll[k] = math.fsum(v)
+    with progress_bar(len(rows), desc, unit="sample", enabled=progress) as bar:
+        for indices in plan_length_batches([len(r["ids"]) for r in rows], batch_size):
+            values = target_nll(lm, [rows[k]["ids"] for k in indices], [rows[k]["at"] for k in indices],
+                                [rows[k]["targets"] for k in indices])
+            for k, v in zip(indices, values):
+                nll[k] = math.fsum(v)
+            bar.update(len(indices))
     total = math.fsum(nll)
     tokens = sum(len(r["targets"]) for r in rows)
     chars = sum(r["chars"] for r in rows)
@@ -126,13 +131,14 @@ def read_set(source: SftSourceArgs, limit: int | None = None) -> list:
 
 
 def run_chat_loss(lm, sets: list[SftSourceArgs], limit: int | None = None, max_length: int | None = None,
-                  batch_size: int = 8) -> dict:
-    """Every held-out instruction set scored on one model."""
+                  batch_size: int = 8, progress: bool = False) -> dict:
+    """Every held-out instruction set scored on one model (`progress`: a bar by sample for each set)."""
     max_length = max_length or lm.max_length
     per_set = {}
     with _chat_template(lm.tokenizer) as template:
         for source in sets:
-            result = score_set(lm, read_set(source, limit), max_length, batch_size)
+            result = score_set(lm, read_set(source, limit), max_length, batch_size, progress=progress,
+                               desc=f"chat_loss {source.name}")
             per_set[source.name] = {"path": source.path, "format": source.format, **result}
     return {"format": "chat_loss", "sets": per_set, "columns": list(per_set), "max_length": max_length,
             "chat_template": template}
@@ -153,7 +159,7 @@ def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
                          "in a recipe, eval.instructions: a list of SFT sources)")
     check_sets(args.instructions)
     result = run_chat_loss(lm, args.instructions, limit=args.limit, max_length=args.max_length,
-                           batch_size=max(1, args.batch_size // 2))
+                           batch_size=max(1, args.batch_size // 2), progress=args.progress)
     return result, [Path(f) for s in args.instructions for f in _files(s)]
 
 

@@ -81,24 +81,40 @@ def context_length(model, tokenizer) -> int:
 
 @contextlib.contextmanager
 def activation_checkpointing_alias():
-    """Inside the block `model.is_gradient_checkpointing` is `model.is_activation_checkpointing`: the same value,
-    read without the deprecation warning; put back after.
+    """Inside the block, the names transformers 5 deprecated for activation checkpointing are the current ones:
+    `model.is_gradient_checkpointing` is `model.is_activation_checkpointing`, `gradient_checkpointing_enable(kwargs)`
+    and `gradient_checkpointing_disable()` are `activation_checkpointing_enable(kwargs)` and
+    `activation_checkpointing_disable()`: the same work, without the deprecation warning. Put back after.
 
-    transformers 5 deprecated the first name for the second with a FutureWarning on every read, and libraries still
-    read it: PEFT (0.21.2, and its main branch as of August 2026) when it wraps a model (get_peft_model,
+    transformers warns (FutureWarning) on every use of the old names, and libraries still use them: PEFT (0.21.2, and
+    its main branch as of August 2026) reads `is_gradient_checkpointing` when it wraps a model (get_peft_model,
     PeftModel.from_pretrained), so every LoRA run and adapter load printed "`is_gradient_checkpointing` is
-    deprecated", and TRL's DPO and KTO trainers around every reference pass. yunshan runs those calls inside this
-    block. Nothing is filtered: any other warning shows as before, and once transformers drops the alias (v6) or the
-    libraries read the new name this does nothing."""
+    deprecated"; TRL's DPO and KTO trainers read it around every reference pass and, with gradient checkpointing on,
+    switch it off and on again by the old names. yunshan runs those calls inside this block. Nothing is filtered: any
+    other warning shows as before, and once transformers drops the old names (v6) or the libraries use the new ones
+    this does nothing."""
     from transformers import PreTrainedModel
 
-    alias = PreTrainedModel.__dict__.get("is_gradient_checkpointing")
-    current = PreTrainedModel.__dict__.get("is_activation_checkpointing")
-    if alias is None or current is None:
+    old = {name: PreTrainedModel.__dict__.get(name) for name in
+           ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gradient_checkpointing_disable")}
+    current = {name: PreTrainedModel.__dict__.get(name) for name in
+               ("is_activation_checkpointing", "activation_checkpointing_enable", "activation_checkpointing_disable")}
+    if None in old.values() or None in current.values():
         yield
         return
-    PreTrainedModel.is_gradient_checkpointing = current
+
+    def enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        return self.activation_checkpointing_enable(activation_checkpointing_kwargs=gradient_checkpointing_kwargs,
+                                                    **kwargs)
+
+    def disable(self):
+        return self.activation_checkpointing_disable()
+
+    PreTrainedModel.is_gradient_checkpointing = current["is_activation_checkpointing"]
+    PreTrainedModel.gradient_checkpointing_enable = enable
+    PreTrainedModel.gradient_checkpointing_disable = disable
     try:
         yield
     finally:
-        PreTrainedModel.is_gradient_checkpointing = alias
+        for name, attribute in old.items():
+            setattr(PreTrainedModel, name, attribute)

@@ -162,3 +162,13 @@ def test_command_line_specs(tmp_path):
     assert [(s.name, s.format) for s in args.instructions] == [("a", "alpaca"), ("b", "self_instruct")]
     with pytest.raises(ValueError, match="set names must be unique"):
         EvalArgs(model=["m"], instructions=["a=alpaca:a.jsonl", "a=messages:b.jsonl"])
+
+
+def test_the_progress_bar_counts_samples(lm, sets, capsys):
+    """Each set has its bar by sample (issue 47: evaluation by item, not by batch), named after the set."""
+    import re
+
+    lm.tokenizer.chat_template = None
+    run_chat_loss(lm, sets[:1], max_length=512, batch_size=8, progress=True)
+    err = capsys.readouterr().err
+    assert set(re.findall(r"chat_loss alpaca:\s+\d+%\|[^|]*\|\s*\d+/(\d+)", err)) == {"2"}  # its 2 samples

@@ -37,18 +37,20 @@ def data(tmp_path_factory):
     return root, files
 
 
-def test_lora_cpt_and_sft_raise_no_deprecation_warning(data, tmp_path):
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_lora_cpt_and_sft_raise_no_deprecation_warning(data, tmp_path, checkpointing):
     from yunshan.training.cpt import CptArgs, run_cpt
     from yunshan.training.sft import SftArgs, run_sft
 
     root, files = data
+    training = {**TRAINING, "gradient_checkpointing": checkpointing}
     cpt = load_recipe(CptArgs, data={
         "model": TINY, "tokenizer": {"path": str(root / "tok")}, "lora": LORA,
         "data": {"seq_len": 64, "block_size": 64, "sources": [{"name": "mid", "path": str(files["mid"])}]},
-        "training": {"output_dir": str(tmp_path / "cpt"), **TRAINING}})
+        "training": {"output_dir": str(tmp_path / "cpt"), **training}})
     sft = load_recipe(SftArgs, data={
         "model": TINY, "tokenizer": {"path": str(root / "tok")}, "lora": LORA,
         "data": {"max_length": 64, "sources": [{"name": "a", "path": str(root / "sft.jsonl"), "format": "alpaca"}]},
-        "training": {"output_dir": str(tmp_path / "sft"), **TRAINING}})
+        "training": {"output_dir": str(tmp_path / "sft"), **training}})
     assert deprecations(lambda: run_cpt(cpt)) == []
     assert deprecations(lambda: run_sft(sft)) == []

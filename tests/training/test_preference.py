@@ -250,16 +250,18 @@ def test_lora_reference_is_the_adapter_disabled_base_model(world, tmp_path):
     assert max(abs(a - b) for a, b in zip(trained["chosen"], frozen["chosen"])) > 1e-3  # the adapter did train
 
 
-@pytest.mark.parametrize("method", ["dpo", "kto"])
-def test_lora_dpo_and_kto_raise_no_deprecation_warning(world, tmp_path, method):
-    """TRL's DPO and KTO read transformers' deprecated `is_gradient_checkpointing` around every reference pass, and
-    PEFT when it wraps the model: a normal `yunshan pref` run records no FutureWarning or DeprecationWarning (issue
-    47; tests/training/test_library_warnings.py for cpt and sft)."""
+@pytest.mark.parametrize("method, checkpointing", [("dpo", False), ("kto", False), ("dpo", True)])
+def test_lora_dpo_and_kto_raise_no_deprecation_warning(world, tmp_path, method, checkpointing):
+    """TRL's DPO and KTO read transformers' deprecated `is_gradient_checkpointing` around every reference pass (and
+    with gradient checkpointing call its deprecated `gradient_checkpointing_disable` / `_enable`), and PEFT reads it
+    when it wraps the model: a normal `yunshan pref` run records no FutureWarning or DeprecationWarning (issue 47;
+    tests/training/test_library_warnings.py for cpt and sft)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run_pref(recipe(world, tmp_path / "run", method=method, lora=True, max_steps=2))
+        run_pref(recipe(world, tmp_path / "run", method=method, lora=True, max_steps=2,
+                        gradient_checkpointing=checkpointing))
     assert [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
             if issubclass(w.category, (FutureWarning, DeprecationWarning))] == []
 

@@ -223,6 +223,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from transformers import set_seed
 
     from yunshan.folders import check_output_folder
+    from yunshan.progress import progress_bar
+    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.embedding_warmup import (
         FIT_FILE, aligned_pairs, distill_new_rows, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
@@ -231,8 +233,6 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
         planned_new_ids, resolve_sources, trainable_summary, training_loss)
-    from yunshan.progress import progress_bar
-    from yunshan.tokenizer.extend import budget_check
     from yunshan.training.monitoring import read_heldout
     from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
 

@@ -345,8 +345,8 @@ def make_trainer_class(method: str):
         def tokenize_row(self, feature, model=None):
             return feature  # ORPO and CPO: the rows are in tokenize_row's output layout already
 
-        # TRL's DPO and KTO read `model.is_gradient_checkpointing` (deprecated by transformers 5) around every
-        # reference pass: read as its current name (yunshan.pretrained.activation_checkpointing_alias), no warning.
+        # TRL's DPO and KTO use transformers' deprecated gradient-checkpointing names around every reference pass:
+        # they reach the current ones (yunshan.pretrained.activation_checkpointing_alias), no warning on every run.
         def training_step(self, *args, **kwargs):
             with activation_checkpointing_alias():
                 return super().training_step(*args, **kwargs)
