@@ -253,7 +253,7 @@ class PipelineRunner:
                 paths += self.stage_paths(stage)
                 problems += [p for p in stage.check(section) if p not in problems]
         for p in dict.fromkeys(paths):
-            if p and not input_files([p]) and not os.path.isdir(p):
+            if p and not input_files([p]) and not os.path.isdir(p) and not self.layout.produced_by_earlier_stage(p):
                 problems.append(f"missing: {p}")
         try:
             manifest = self.load_manifest()

@@ -1,0 +1,140 @@
+"""What yunshan gives datatrove's deduplication stages: characters as the words of Chinese text, the exact-duplicate
+key, and the list of near-duplicate clusters (`yunshan data prepare`).
+
+    MinhashDedupSignature(output_folder, config, language=MixedScriptWords())    # datatrove's stage 1, CJK-aware
+
+Near duplicates are datatrove's MinHash stages unchanged (signatures, LSH buckets, clusters, filter). Its shingles
+are n-grams of words from a word tokenizer chosen by language; for Chinese that is spaCy with jieba, neither
+installed with datatrove[processing], and a segmenter makes the shingles depend on a dictionary. `MixedScriptWords`
+is a datatrove WordTokenizer in which every CJK character (ideographs, kana, Hangul) is a word of its own and every
+run of other letters and digits is one word, as yunshan's decontamination cuts units (yunshan/data/ngrams.py): so
+Chinese is shingled by character n-grams and English by word n-grams, in one document too. The text is first
+simplified by datatrove (lower case, numbers as 0, punctuation removed), so two versions of a law that differ in
+their article numbers and dates still look alike.
+
+The threshold: LSH with `buckets` bands of `hashes_per_bucket` rows makes two documents of Jaccard similarity s a
+candidate with probability 1 - (1 - s^r)^b; the similarity at which that is one half is about (1/b)^(1/r). The
+defaults (5-character shingles, 14 bands of 8) put it at 0.72, datatrove's own; benchmarks/prepare_near_duplicates.py
+measures, on the real laws corpus, the true Jaccard similarity of every pair found, and benchmarks/README.md has
+20 sampled pairs read and judged, and what exact deduplication alone left in.
+
+Exact duplicates: datatrove's ExactDedup stages on the document's text with white space collapsed (`exact_key`).
+`ClusterLog` writes one line per member of each near-duplicate cluster (kept or removed, its id, characters and
+size of its cluster) for the report; datatrove's MinhashDedupFilter gives the cluster of each document it keeps
+(`load_cluster_ids`) and hands each one it removes to an exclusion writer, which is a `ClusterLog` too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.writers.disk_base import DiskWriter
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+_CJK_CLASS = r"\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORDS = re.compile(rf"[{_CJK_CLASS}\U00020000-\U000323af]|[^\W{_CJK_CLASS}]+")
+_SPACES = re.compile(r"\s+")
+
+
+class MixedScriptWords(WordTokenizer):
+    """A datatrove word tokenizer: a CJK character is a word, so is a run of other letters and digits."""
+
+    def __init__(self):
+        super().__init__("mixed")
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return _WORDS.findall(text)
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [s for s in re.split(r"(?<=[。！？!?])\s*|\n+", text) if s.strip()]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in _WORDS.finditer(text)]
+
+
+def exact_key(doc) -> str:
+    """The text exact deduplication compares: white space collapsed to one space, ends stripped."""
+    return _SPACES.sub(" ", doc.text).strip()
+
+
+def _member(doc, kept: bool) -> dict:
+    return {"cluster": doc.metadata.get("minhash_cluster_id", -1), "size": doc.metadata.get("minhash_cluster_size", 1),
+            "kept": kept, "id": doc.id, "chars": len(doc.text), "start": doc.text[:80]}
+
+
+class ClusterLog(PipelineStep):
+    """Writes FOLDER/kept/RANK.jsonl: one line per kept document that is in a near-duplicate cluster."""
+
+    type = "🫂 - DEDUP"
+    name = "📋 near-duplicate clusters"
+
+    def __init__(self, folder: str):
+        super().__init__()
+        self.folder = str(folder)
+
+    def run(self, data, rank: int = 0, world_size: int = 1):
+        lines = []
+        for doc in data:
+            if doc.metadata.get("minhash_cluster_id", -1) != -1:
+                lines.append(_member(doc, kept=True))
+            doc.metadata.pop("minhash_cluster_id", None)
+            doc.metadata.pop("minhash_cluster_size", None)
+            yield doc
+        _write_lines(Path(self.folder) / "kept" / f"{rank:05d}.jsonl", lines)
+
+
+class RemovedClusterLog(DiskWriter):
+    """MinhashDedupFilter's exclusion writer: FOLDER/removed/RANK.jsonl, one line per removed near duplicate."""
+
+    name = "removed near duplicates"
+
+    def __init__(self, folder: str):
+        super().__init__(folder, output_filename="${rank}.unused")
+        self.folder = str(folder)
+        self._lines: list[dict] = []
+        self._rank = 0
+
+    def write(self, document, rank: int = 0, **kwargs):
+        self._rank = rank
+        self._lines.append(_member(document, kept=False))
+        self.stat_update("chars_removed", value=len(document.text))
+
+    def _write(self, document, file_handler, filename):  # never called: write() keeps a line per document
+        raise NotImplementedError
+
+    def close(self):
+        if self._lines:  # the rank is known from a write; a task that removed nothing writes no file
+            _write_lines(Path(self.folder) / "removed" / f"{self._rank:05d}.jsonl", self._lines)
+        self._lines = []
+        super().close()
+
+
+def _write_lines(path: Path, lines: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    with open(temporary, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    os.replace(temporary, path)
+
+
+def load_clusters(folder: str | Path) -> list[dict]:
+    """Every near-duplicate cluster (members kept and removed), largest first: {cluster, size, members}."""
+    clusters: dict[tuple, dict] = {}
+    folder = Path(folder)
+    for path in sorted(folder.glob("*/*.jsonl")):
+        rank = path.stem
+        for line in path.read_text(encoding="utf-8").splitlines():
+            member = json.loads(line)
+            # cluster ids are global to the run (MinhashDedupCluster numbers them once)
+            entry = clusters.setdefault(member["cluster"], {"cluster": member["cluster"], "size": member["size"],
+                                                            "members": []})
+            entry["members"].append({**member, "rank": rank})
+    out = sorted(clusters.values(), key=lambda c: (-c["size"], c["cluster"]))
+    for c in out:
+        c["members"].sort(key=lambda m: (not m["kept"], m["id"]))
+    return out
