@@ -11,7 +11,7 @@ The stages (each a datatrove executor with its own logging folder, OUT/logs/<sta
     exact_signature  datatrove ExactDedupSignature over work/clean
     exact_find       datatrove ExactFindDedups (one task)
     minhash_signature  work/clean -> datatrove ExactDedupFilter -> work/exact/RANK.jsonl.zst -> datatrove
-                     MinhashDedupSignature (CJK characters as words)
+                     MinhashDedupSignature (its subclass UnitShingles: CJK characters as words, in numpy)
     minhash_buckets  datatrove MinhashDedupBuckets (one task per band)
     minhash_cluster  datatrove MinhashDedupCluster (one task)
     write            work/exact -> datatrove MinhashDedupFilter -> cluster list -> documents/RANK.jsonl.zst
@@ -169,10 +169,9 @@ def clean_steps(args: PrepareArgs, files: dict[str, list[str]], work: Path) -> l
 def stage_pipelines(args: PrepareArgs, files: dict[str, list[str]], out: Path, tasks: int) -> list[tuple]:
     """(stage name, pipeline, number of tasks) of every stage this preparation runs, in order."""
     from datatrove.pipeline.dedup.exact_dedup import ExactDedupFilter, ExactDedupSignature, ExactFindDedups
-    from datatrove.pipeline.dedup.minhash import (MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter,
-                                                  MinhashDedupSignature)
+    from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter
 
-    from .dedup import ClusterLog, MixedScriptWords, RemovedClusterLog
+    from .dedup import ClusterLog, RemovedClusterLog, UnitShingles
     from .examples import ExampleWriter
 
     work = out / "work"
@@ -196,15 +195,13 @@ def stage_pipelines(args: PrepareArgs, files: dict[str, list[str]], out: Path, t
             stages.append(("write", [_task_reader(work / "clean"), exact_filter, _writer(documents)], tasks))
             return stages
         stages.append(("minhash_signature", [_task_reader(work / "clean"), exact_filter, _writer(work / "exact"),
-                                             MinhashDedupSignature(str(work / "minhash" / "signatures"),
-                                                                   _minhash_config(args),
-                                                                   language=MixedScriptWords())], tasks))
+                                             UnitShingles(str(work / "minhash" / "signatures"),
+                                                          _minhash_config(args))], tasks))
         after_exact = work / "exact"
     elif near:
         stages.append(("minhash_signature", [_task_reader(work / "clean"),
-                                             MinhashDedupSignature(str(work / "minhash" / "signatures"),
-                                                                   _minhash_config(args),
-                                                                   language=MixedScriptWords())], tasks))
+                                             UnitShingles(str(work / "minhash" / "signatures"),
+                                                          _minhash_config(args))], tasks))
     if near:
         config = _minhash_config(args)
         stages.append(("minhash_buckets", [MinhashDedupBuckets(str(work / "minhash" / "signatures"),

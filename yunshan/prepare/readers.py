@@ -7,8 +7,8 @@ It is a datatrove BaseDiskReader (documents, ids, sharding across tasks, `docume
 files are read by yunshan's one record reader (yunshan/data/records.py): .jsonl, .json, .csv, .parquet, .txt, each
 plain or .gz/.zst/.xz/.bz2, and .zip archives. Why not datatrove's JsonlReader, CsvReader and ParquetReader: in
 datatrove 0.10.1 a line that is not JSON is logged and skipped uncounted, a record without text is skipped with one
-warning for the whole run, and the first invalid UTF-8 byte ends the file with a warning, every later line lost
-(tests/prepare/test_prepare.py shows it on a five-line file). Here each of those is a `BadRecord` with file, line
+warning for the whole run, and an invalid UTF-8 byte ends the file with a warning, its lines lost, those before the
+byte too when they share its decoding block (tests/prepare/test_prepare.py: a five-line file yields nothing). Here each of those is a `BadRecord` with file, line
 and field: under `on_bad_record: fail` the run stops with that one line, under `skip` it is counted as
 `bad_<reason>` in the reader's stats with an example, as everywhere in yunshan. An empty file is `bad_empty_file`.
 

@@ -48,7 +48,8 @@ def merged_stats(stage_logs: Path) -> list[dict]:
             for key, value in step["stats"].items():
                 merged["stats"][key] = merged["stats"].get(key, 0) + _total(value)
                 if isinstance(value, dict):
-                    merged["n"][key] = merged["n"].get(key, 0) + value.get("n", 0)
+                    # datatrove writes a stat seen once without its count
+                    merged["n"][key] = merged["n"].get(key, 0) + value.get("n", 1)
     return steps
 
 
