@@ -261,6 +261,8 @@ def test_slurm_job_scripts_are_written_chained_and_run_as_slurm_would(corpus, lo
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH)
     (bin_dir / "sbatch").chmod(0o755)
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho localhost\n")  # `scontrol show hostnames`: the node list
+    (bin_dir / "scontrol").chmod(0o755)
     log = tmp_path / "sbatch"
     log.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
