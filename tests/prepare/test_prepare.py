@@ -309,3 +309,38 @@ def test_slurm_job_scripts_are_written_chained_and_run_as_slurm_would(corpus, lo
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "Corpus preparation" in result.stdout, result.stderr[-2000:]
     assert output_bytes(out) == output_bytes(local_run[0])
+
+
+def test_the_pipeline_runs_prepare_first_and_the_tokenizer_reads_its_corpus(corpus, tmp_path):
+    """`yunshan run` with a prepare section: ${prepared} is its corpus; the dry run does not call the corpus missing
+    before it exists; the stage runs first into OUTPUT_DIR/prepare, the tokenizer extension learns on what it wrote,
+    the run report carries its table; a rerun skips both; the other stages keep their folder numbers."""
+    import yaml
+
+    from fixtures import train_tokenizer
+    from yunshan.pipeline import PipelineRecipe, PipelineRunner
+    from yunshan.recipe import load_recipe
+
+    base = tmp_path / "base"
+    train_tokenizer(base)
+    (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 400}))
+    data = {"name": "prep", "output_dir": str(tmp_path / "run"), "model": {"name_or_path": str(base)},
+            "prepare": {"inputs": [{"name": "laws", "path": str(corpus["path"])}], "tasks": 2, "workers": 2,
+                        "on_bad_record": "skip", "language": {"keep": ["zh"]},
+                        "near_dedup": {"buckets": 4, "hashes_per_bucket": 4}},
+            "tokenizer_extension": {"corpus": ["${prepared}"], "new_tokens": 20, "tokens_per_new_token": 1}}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    recipe = load_recipe(PipelineRecipe, path)
+    assert recipe.tokenizer_extension.corpus == [str(tmp_path / "run" / "prepare" / "documents")]
+    plan = PipelineRunner(recipe, path).dry_run()
+    assert not [p for p in plan["problems"] if "missing" in p], plan["problems"]
+    assert [(p["stage"], p["action"]) for p in plan["plan"][:2]] == [("prepare", "run"), ("base", "disabled")]
+    manifest = PipelineRunner(recipe, path).run()
+    run = tmp_path / "run"
+    assert manifest.stage("prepare").summary["documents_written"] == 24
+    assert (run / "prepare" / "documents").is_dir() and (run / "01_tokenizer" / "tokenizer.json").is_file()
+    assert manifest.stage("tokenizer").summary["new_tokens"] > 0
+    assert "## Corpus preparation" in (run / "report.md").read_text(encoding="utf-8")
+    again = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
+    assert again.stage("tokenizer").fingerprint == manifest.stage("tokenizer").fingerprint

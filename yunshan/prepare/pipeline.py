@@ -279,11 +279,12 @@ def _run_stage(name: str, executor, tasks: int, logs: Path, console: Path, progr
     done = threading.Event()
     with _Console(console) as terminal:
         bar = tqdm(total=tasks, desc=f"prepare {name}", unit=" tasks", file=terminal, disable=not progress,
-                   initial=_completed(logs))
+                   initial=_completed(logs), mininterval=1)
 
         def poll():
             while not done.wait(0.5):
-                bar.update(_completed(logs) - bar.n)
+                if _completed(logs) > bar.n:
+                    bar.update(_completed(logs) - bar.n)
 
         watcher = threading.Thread(target=poll, daemon=True)
         watcher.start()
