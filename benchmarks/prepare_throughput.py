@@ -13,7 +13,8 @@ The three jobs, each in a fresh process on the same input:
   MixedScriptWords), 2 tasks on 2 workers. It matches prepare's dedup stages; prepare's own stage 1 is UnitShingles.
 Generated text: documents of 8-40 paragraphs drawn at random (seeded) from the laws corpus's paragraphs, 1% of them
 repeated whole and 1% repeated with one paragraph changed, one in 50 given a made-up phone number; it is written to a
-temporary folder, never into the project. Figures: wall seconds, characters per second per core (wall, 2 cores),
+temporary folder, never into the project. Figures: wall seconds, characters per second per core (wall, over the 2
+cores prepare and datatrove use, the 1 convert uses),
 characters per CPU-second (the machine is shared: CPU time is what the job itself used), and peak memory (the sum
 of the resident memory of the job's processes, sampled every 0.2 s). Prints a table and writes JSON
 (benchmarks/results/prepare_throughput.json).
@@ -93,7 +94,7 @@ def generate(path: Path, target_bytes: int, seed: int = 0) -> None:
             written += len(line.encode("utf-8"))
 
 
-def measure(command: list[str], chars: int) -> dict:
+def measure(command: list[str], chars: int, cores: int) -> dict:
     import psutil
 
     started = time.time()
@@ -110,7 +111,7 @@ def measure(command: list[str], chars: int) -> dict:
     process.stdout.read()
     seconds = time.time() - started
     return {"seconds": round(seconds, 1), "ok": process.returncode == 0, "peak_mb": peak >> 20,
-            "chars_per_s_per_core": round(chars / seconds / 2)}
+            "cores": cores, "chars_per_s_per_core": round(chars / seconds / cores)}
 
 
 def cpu_seconds() -> float:
@@ -140,14 +141,14 @@ def main() -> None:
 
             chars = sum(len(r["text"]) for _, r, _ in read_records(str(path)))
             size = path.stat().st_size
-            for tool, command in (
-                    ("prepare", [sys.executable, "-c", PREPARE, str(path), str(tmp / f"{name}-prepare")]),
-                    ("convert", [sys.executable, "-m", "yunshan.cli", "data", "convert", str(path), "--mask-pii",
+            for tool, cores, command in (
+                    ("prepare", 2, [sys.executable, "-c", PREPARE, str(path), str(tmp / f"{name}-prepare")]),
+                    ("convert", 1, [sys.executable, "-m", "yunshan.cli", "data", "convert", str(path), "--mask-pii",
                                  "--dedup", "--out", str(tmp / f"{name}-convert.jsonl")]),
-                    ("datatrove minhash", [sys.executable, "-c", DATATROVE, str(path.parent),
+                    ("datatrove minhash", 2, [sys.executable, "-c", DATATROVE, str(path.parent),
                                            str(tmp / f"{name}-datatrove")])):
                 before = cpu_seconds()
-                row = {"corpus": name, "bytes": size, "chars": chars, "tool": tool, **measure(command, chars)}
+                row = {"corpus": name, "bytes": size, "chars": chars, "tool": tool, **measure(command, chars, cores)}
                 row["chars_per_cpu_s"] = round(chars / max(cpu_seconds() - before, 1e-9))
                 rows.append(row)
                 print(f"{name:20} {tool:18} {row['seconds']:8.1f} s {row['chars_per_s_per_core']:>10,} chars/s/core "

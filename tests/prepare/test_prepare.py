@@ -344,3 +344,21 @@ def test_the_pipeline_runs_prepare_first_and_the_tokenizer_reads_its_corpus(corp
     assert "## Corpus preparation" in (run / "report.md").read_text(encoding="utf-8")
     again = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
     assert again.stage("tokenizer").fingerprint == manifest.stage("tokenizer").fingerprint
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "recipes" / "prepare").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_prepare_configs_load_and_dry_run(path, monkeypatch, tmp_path):
+    """Every recipes/prepare/*.yaml loads; its header gives the command; the dry run resolves its inputs (the real
+    laws corpus, or a stand-in file where ../shared/realdata is absent)."""
+    from yunshan.prepare.pipeline import describe_prepare
+    from yunshan.recipe import load_recipe
+
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("#") and "yunshan data prepare --config" in text.split("\n\n")[0]
+    if not (ROOT.parent / "shared" / "realdata" / "laws" / "laws.jsonl.zst").is_file():
+        (tmp_path / "laws").mkdir()
+        (tmp_path / "laws" / "laws.jsonl.zst").write_bytes(b"stand-in")
+        monkeypatch.setenv("YUNSHAN_REALDATA", str(tmp_path))
+    args = load_recipe(PrepareArgs, path)
+    plan = describe_prepare(args)
+    assert plan["inputs"] and [s["stage"] for s in plan["stages"]][0] == "clean" and plan["corpus"].endswith("documents")

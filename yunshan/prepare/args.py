@@ -26,20 +26,17 @@ class QualityArgs:
     enabled: bool = field(default=True, metadata={"help": "apply the rules (false: keep every document)"})
     boilerplate_lines: bool = field(default=True, metadata={
         "help": "remove page-furniture lines (上一篇/下一篇, page numbers, menus, copyright footers) first"})
-    min_chars: int = field(default=20, metadata={"range": ">= 0",
-        "help": "too_short: fewer non-space characters than this"})
+    min_chars: int = field(default=20, metadata={"range": ">= 0", "help": "too_short: fewer non-space characters"})
     top_ngram: int = field(default=4, metadata={"range": ">= 1", "help": "top_char_ngram: n-gram length in characters"})
     max_top_ngram_share: float = field(default=0.25, metadata={"range": "(0, 1]",
         "help": "top_char_ngram: the most frequent n-gram covers more than this share of the characters"})
     dup_ngram: int = field(default=10, metadata={"range": ">= 1", "help": "dup_char_ngram: n-gram length"})
     max_dup_ngram_share: float = field(default=0.8, metadata={"range": "(0, 1]",
         "help": "dup_char_ngram: characters in repeated n-grams cover more than this share"})
-    max_dup_line_share: float = field(default=0.3, metadata={"range": "(0, 1]",
-        "help": "dup_lines: characters in repeated lines cover more than this share"})
+    max_dup_line_share: float = field(default=0.3, metadata={"range": "(0, 1]", "help": "dup_lines: repeated lines"})
     min_cjk_share: float = field(default=0.3, metadata={"range": "[0, 1]",
         "help": "cjk_share: Chinese documents with fewer CJK characters than this share of non-space characters"})
-    max_symbol_share: float = field(default=0.3, metadata={"range": "(0, 1]",
-        "help": "symbol_share: punctuation and symbols above this share of non-space characters"})
+    max_symbol_share: float = field(default=0.3, metadata={"range": "(0, 1]", "help": "symbol_share: P* and S*"})
 
     def __post_init__(self):
         check_fields(self)
@@ -52,10 +49,8 @@ class LanguageArgs:
     enabled: bool = field(default=True, metadata={"help": "identify the language of every document"})
     keep: list[str] = field(default_factory=lambda: ["zh", "en"], metadata={
         "help": "ISO 639-1 codes kept (empty: keep every language, only label it)"})
-    min_score: float = field(default=0.5, metadata={"range": "[0, 1]",
-        "help": "drop a document whose best language's probability is below this"})
-    max_chars: int = field(default=1000, metadata={"range": ">= 1",
-        "help": "characters of each document the model reads (its start)"})
+    min_score: float = field(default=0.5, metadata={"range": "[0, 1]", "help": "drop below this probability"})
+    max_chars: int = field(default=1000, metadata={"range": ">= 1", "help": "characters the model reads"})
 
     def __post_init__(self):
         check_fields(self)
@@ -219,16 +214,14 @@ class PrepareArgs:
     near_dedup: NearDedupArgs = field(default_factory=NearDedupArgs)
     examples: int = field(default=5, metadata={"range": ">= 0",
         "help": "examples kept per drop reason and task for the report"})
-    keep_work: bool = field(default=False, metadata={
-        "help": "keep the intermediate files (work/) after a successful run (default: removed; logs, stats and "
-                "examples stay)"})
+    keep_work: bool = field(default=False, metadata={"help": "keep work/ (intermediate files) after a run"})
 
     def __post_init__(self):
         check_fields(self)
-        if self.executor not in EXECUTORS:
-            raise ValueError(f"prepare.executor {self.executor!r} is not one of {', '.join(EXECUTORS)}")
-        if self.on_bad_record not in ("fail", "skip"):
-            raise ValueError(f"prepare.on_bad_record must be fail or skip, got {self.on_bad_record!r}")
         names = [i.name for i in self.inputs]
         if len(set(names)) != len(names):
             raise ValueError(f"prepare.inputs: names must be unique, got {names}")
+        for key, value, valid in (("executor", self.executor, EXECUTORS), ("on_bad_record", self.on_bad_record,
+                                                                           ("fail", "skip"))):
+            if value not in valid:
+                raise ValueError(f"prepare.{key} {value!r} is not one of {', '.join(valid)}")
