@@ -11,8 +11,8 @@ decontamination cuts units (yunshan/data/ngrams.py): Chinese is shingled by char
 n-grams, in one document too; every number is the same word (datatrove's `norm_numbers`), so two versions of a law
 that differ in their article numbers and dates still look alike. `MixedScriptWords` is that cut as a datatrove
 WordTokenizer; `UnitShingles` is datatrove's stage 1 with the same shingles computed in numpy and the signature's
-modulo done without a division, in bounded memory (the stage's time on the laws corpus went from 125 s to about 40 s
-a core).
+modulo done without a division, in bounded memory (on 300 laws: shingles 7x and the signature 1.4x faster than
+datatrove's own, the same signature values; benchmarks/README.md).
 
 The threshold: LSH with `buckets` bands of `hashes_per_bucket` rows makes two documents of Jaccard similarity s a
 candidate with probability 1 - (1 - s^r)^b; the similarity at which that is one half is about (1/b)^(1/r). The
@@ -68,8 +68,8 @@ class UnitShingles(_minhash_signature_class()):
     """datatrove's MinHash stage 1 with its shingles computed in numpy: the units of yunshan's decontamination
     (yunshan/data/ngrams.py `cut_units`: NFKC and case folding, a CJK character or a word per unit, punctuation and
     spaces dropped), every number one and the same unit (datatrove's `norm_numbers`), and a 64-bit hash of every
-    n units. The same shingles as `MixedScriptWords` gives datatrove's own get_shingles, about 4x faster (its
-    per-n-gram Python loop was most of a preparation's time: benchmarks/prepare_throughput.py)."""
+    n units: the shingles `MixedScriptWords` gives datatrove's own get_shingles, hashed differently, 7x faster (its
+    per-n-gram Python loop and text simplification were most of a preparation's time)."""
 
     name = "🎯 MinHash stage 1 (units)"
 
