@@ -15,8 +15,9 @@ Generated text: documents of 8-40 paragraphs drawn at random (seeded) from the l
 repeated whole and 1% repeated with one paragraph changed, one in 50 given a made-up phone number; it is written to a
 temporary folder, never into the project. Figures: wall seconds, characters per second per core (wall, over the 2
 cores prepare and datatrove use, the 1 convert uses),
-characters per CPU-second (the machine is shared: CPU time is what the job itself used), and peak memory (the sum
-of the resident memory of the job's processes, sampled every 0.2 s). Prints a table and writes JSON
+characters per CPU-second (the machine is shared: CPU time is what the job's processes used, sampled with their
+memory every 0.2 s, so a process shorter than that is missed), and peak memory (the sum of the resident memory of
+the job's processes). Prints a table and writes JSON
 (benchmarks/results/prepare_throughput.json).
 """
 
@@ -101,24 +102,26 @@ def measure(command: list[str], chars: int, cores: int) -> dict:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     root = psutil.Process(process.pid)
     peak = 0
+    cpu: dict[int, float] = {}  # per process of the job: its CPU seconds when last seen (pool workers included)
     while process.poll() is None:
         try:
             procs = [root] + root.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+            rss = 0
+            for p in procs:
+                with p.oneshot():
+                    times = p.cpu_times()
+                    cpu[p.pid] = times.user + times.system
+                    rss += p.memory_info().rss
+            peak = max(peak, rss)
         except psutil.Error:
             pass
         time.sleep(0.2)
     process.stdout.read()
     seconds = time.time() - started
+    cpu_s = sum(cpu.values())
     return {"seconds": round(seconds, 1), "ok": process.returncode == 0, "peak_mb": peak >> 20,
-            "cores": cores, "chars_per_s_per_core": round(chars / seconds / cores)}
-
-
-def cpu_seconds() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+            "cores": cores, "chars_per_s_per_core": round(chars / seconds / cores), "cpu_seconds": round(cpu_s, 1),
+            "chars_per_cpu_s": round(chars / cpu_s) if cpu_s else None}
 
 
 def main() -> None:
@@ -147,9 +150,7 @@ def main() -> None:
                                  "--dedup", "--out", str(tmp / f"{name}-convert.jsonl")]),
                     ("datatrove minhash", 2, [sys.executable, "-c", DATATROVE, str(path.parent),
                                            str(tmp / f"{name}-datatrove")])):
-                before = cpu_seconds()
                 row = {"corpus": name, "bytes": size, "chars": chars, "tool": tool, **measure(command, chars, cores)}
-                row["chars_per_cpu_s"] = round(chars / max(cpu_seconds() - before, 1e-9))
                 rows.append(row)
                 print(f"{name:20} {tool:18} {row['seconds']:8.1f} s {row['chars_per_s_per_core']:>10,} chars/s/core "
                       f"{row['chars_per_cpu_s']:>10,} chars/CPU-s {row['peak_mb']:>6,} MB peak  ok={row['ok']}",
