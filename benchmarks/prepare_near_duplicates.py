@@ -67,7 +67,7 @@ def main() -> None:
     chars_removed = sum(len(texts[p["removed"]]) for p in pairs)
     print(f"{len(clusters)} clusters ({', '.join(f'{n} of size {k}' for k, n in sorted(sizes.items()))}); "
           f"{len(pairs)} documents removed, {chars_removed:,} characters, after exact deduplication removed "
-          f"{report['dropped'].get('exact-deduplication stage 3: exact_duplicate', 0)}")
+          f"{report['dropped'].get('exact duplicates: exact_duplicate', 0)}")
     if jac:
         print(f"Jaccard of the removed to the kept: min {jac[0]}, median {jac[len(jac) // 2]}, max {jac[-1]}; "
               f"below 0.72: {sum(j < 0.72 for j in jac)}, below 0.5: {sum(j < 0.5 for j in jac)}")

@@ -122,8 +122,8 @@ def test_kept_dropped_masked_and_found(corpus, local_run):
     assert dropped["yunshan records: bad_malformed_json"] == 1 and dropped["yunshan records: bad_missing_field"] == 1
     assert dropped["language (py3langid): language"] == 1
     assert dropped["quality (zh): dup_char_ngram"] == 1
-    assert dropped["exact-deduplication stage 3: exact_duplicate"] == 1
-    assert dropped["MinHash stage 4: near_duplicate"] == 1
+    assert dropped["exact duplicates: exact_duplicate"] == 1
+    assert dropped["near duplicates: near_duplicate"] == 1
     assert summary["documents_read"] == 29 and summary["documents_written"] == 25
     assert summary["near_duplicates"]["clusters"] == 1
     cluster = json.loads((out / "near_duplicates.jsonl").read_text(encoding="utf-8").splitlines()[0])

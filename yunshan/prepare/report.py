@@ -26,10 +26,17 @@ UNNAMED_DROPS = {"exact-deduplication stage 3": "exact_duplicate", "MinHash stag
                  "Trafilatura": "no_text_extracted"}
 
 
+# datatrove's step names for what they do here
+LABELS = {"exact-deduplication stage 1": "exact dedup: signatures", "exact-deduplication stage 2": "exact dedup: find",
+          "exact-deduplication stage 3": "exact duplicates", "MinHash stage 1 (units)": "MinHash: signatures",
+          "MinHash stage 1": "MinHash: signatures", "MinHash stage 2": "MinHash: buckets",
+          "MinHash stage 3": "MinHash: clusters", "MinHash stage 4": "near duplicates"}
+
+
 def _label(name: str) -> str:
-    """'🔻 - FILTER: 🌐 language (py3langid)' -> 'language (py3langid)'."""
-    name = name.split(": ", 1)[-1]
-    return re.sub(r"^[^\w(]+", "", name).strip()
+    """'🔻 - FILTER: 🌐 language (py3langid)' -> 'language (py3langid)'; datatrove's dedup stages by what they do."""
+    name = re.sub(r"^[^\w(]+", "", name.split(": ", 1)[-1]).strip()
+    return LABELS.get(name, name)
 
 
 def _total(value) -> float:
