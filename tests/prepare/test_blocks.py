@@ -123,6 +123,22 @@ def test_quality_filter_skips_the_cjk_rule_for_other_languages():
     assert block.stats["dropped_cjk_share"].total == 1
 
 
+def test_datatrove_gopher_rules_judge_the_other_languages_only():
+    from yunshan.prepare.quality import OtherLanguageGopherQuality, OtherLanguageGopherRepetition
+
+    prose = ("The parties agree that the tenant shall pay the rent on the first day of each month, and that the "
+             "landlord shall keep the roof, the walls and the shared stairs in good repair for the whole of the "
+             "term. If either party breaks these terms, the other may end the lease after giving notice in writing "
+             "and a reasonable time to put the matter right.")
+    docs = [Document(text=prose, id="en", metadata={"language": "en"}),
+            Document(text="buy now cheap " * 60, id="spam", metadata={"language": "en"}),
+            Document(text=LAW, id="zh", metadata={"language": "zh"})]
+    repetition, quality = OtherLanguageGopherRepetition(), OtherLanguageGopherQuality()
+    kept = list(quality.run(repetition.run(iter(docs))))
+    assert [d.id for d in kept] == ["en", "zh"]
+    assert repetition.stats["dropped"].total == 1 and quality.stats["dropped"].total == 0
+
+
 def test_minhash_words_are_characters_for_chinese_and_words_otherwise():
     assert MixedScriptWords().word_tokenize("第12条 Civil Code 民法典") == ["第", "12", "条", "Civil", "Code", "民",
                                                                         "法", "典"]

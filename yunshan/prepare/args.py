@@ -34,6 +34,9 @@ class QualityArgs:
     max_dup_ngram_share: float = field(default=0.8, metadata={"range": "(0, 1]",
         "help": "dup_char_ngram: characters in repeated n-grams cover more than this share"})
     max_dup_line_share: float = field(default=0.3, metadata={"range": "(0, 1]", "help": "dup_lines: repeated lines"})
+    gopher_other_languages: bool = field(default=True, metadata={
+        "help": "documents labelled another language than zh also go through datatrove's Gopher quality and "
+                "repetition filters (their defaults)"})
     min_cjk_share: float = field(default=0.3, metadata={"range": "[0, 1]",
         "help": "cjk_share: Chinese documents with fewer CJK characters than this share of non-space characters"})
     max_symbol_share: float = field(default=0.3, metadata={"range": "(0, 1]", "help": "symbol_share: P* and S*"})

@@ -153,6 +153,11 @@ def clean_steps(args: PrepareArgs, files: dict[str, list[str]], work: Path) -> l
         steps.append(BoilerplateLines(examples=kept("boilerplate_lines")))
     if args.quality.enabled:
         steps.append(ChineseQuality(args.quality, exclusion_writer=dropped("quality", "quality")))
+        if args.quality.gopher_other_languages and args.language.enabled and args.language.keep != ["zh"]:
+            from .quality import OtherLanguageGopherQuality, OtherLanguageGopherRepetition
+
+            steps.append(OtherLanguageGopherRepetition(exclusion_writer=dropped("gopher_repetition", "gopher")))
+            steps.append(OtherLanguageGopherQuality(exclusion_writer=dropped("gopher_quality", "gopher")))
     if args.pii.enabled:
         steps.append(PersonalDataMasker(args.pii.party_names, examples=kept("pii")))
     if args.decontamination.enabled:

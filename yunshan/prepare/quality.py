@@ -31,6 +31,10 @@ third of the corpus), so the defaults sit above the real laws' highest values (t
 0.72, repeated lines 0.17, symbols 0.24, CJK share at least 0.56) and still drop repeated spam, menus, tables and
 code, which score near 1.
 
+Documents the language step labels with another language than Chinese also go through datatrove's own Gopher
+quality and repetition filters (`OtherLanguageGopherQuality`, `OtherLanguageGopherRepetition`; words cut by
+yunshan/prepare/dedup.py MixedScriptWords), and skip the CJK share rule.
+
 Hand-written because datatrove's Gopher and C4 rules count words (a Chinese text has no spaces: its whole paragraph
 is one "word"), and its line filters (C4's) drop lines by English cues (javascript, lorem ipsum, a terminal period);
 none removes Chinese page furniture. Both are datatrove blocks (BaseFormatter-like step, BaseFilter), so the
@@ -231,6 +235,42 @@ def quality_reason(text: str, args: QualityArgs, chinese: bool = True) -> str | 
     if symbol_share(compact) > args.max_symbol_share:
         return "symbol_share"
     return None
+
+
+def _gopher_classes():
+    from datatrove.pipeline.filters import GopherQualityFilter, GopherRepetitionFilter
+
+    return GopherQualityFilter, GopherRepetitionFilter
+
+
+class OtherLanguageGopherQuality(_gopher_classes()[0]):
+    """datatrove's GopherQualityFilter with its defaults, for documents the language step labelled with a language
+    other than Chinese (Chinese documents pass untouched: its word rules do not fit them); words are cut by
+    MixedScriptWords (datatrove's English tokenizer needs spaCy, not installed with datatrove[processing])."""
+
+    name = "🥇 Gopher quality (not zh)"
+
+    def __init__(self, exclusion_writer=None):
+        from .dedup import MixedScriptWords
+
+        super().__init__(exclusion_writer=exclusion_writer, language=MixedScriptWords())
+
+    def filter(self, doc):
+        return True if doc.metadata.get("language") in (None, "zh") else super().filter(doc)
+
+
+class OtherLanguageGopherRepetition(_gopher_classes()[1]):
+    """datatrove's GopherRepetitionFilter with its defaults, for documents labelled another language than Chinese."""
+
+    name = "🔁 Gopher repetition (not zh)"
+
+    def __init__(self, exclusion_writer=None):
+        from .dedup import MixedScriptWords
+
+        super().__init__(exclusion_writer=exclusion_writer, language=MixedScriptWords())
+
+    def filter(self, doc):
+        return True if doc.metadata.get("language") in (None, "zh") else super().filter(doc)
 
 
 class ChineseQuality(BaseFilter):
