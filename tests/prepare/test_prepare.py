@@ -342,6 +342,8 @@ def test_the_pipeline_runs_prepare_first_and_the_tokenizer_reads_its_corpus(corp
     assert (run / "prepare" / "documents").is_dir() and (run / "01_tokenizer" / "tokenizer.json").is_file()
     assert manifest.stage("tokenizer").summary["new_tokens"] > 0
     assert "## Corpus preparation" in (run / "report.md").read_text(encoding="utf-8")
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert "Corpus preparation" in page and 'alt="characters from raw to kept" src="data:image/png;base64,' in page
     again = PipelineRunner(load_recipe(PipelineRecipe, path), path).run()
     assert again.stage("tokenizer").fingerprint == manifest.stage("tokenizer").fingerprint
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 
 REPORT = "prepare_report.json"
+SECONDS_NOTE = ("Seconds: datatrove's time of each step, summed over the tasks; a step that pulls documents through the "
+                "steps before it in its stage (the dedup signatures and filters, the writer) counts their time too.")
 # What a step's stats say it dropped (prefix -> kind) and changed.
 DROP_PREFIXES = ("dropped_", "bad_")
 CHANGE_PREFIXES = ("lines_", "masked_", "documents_changed", "documents_masked", "chars_changed")
@@ -204,12 +206,12 @@ def render_markdown(summary: dict) -> str:
              f"(`{s['output']}`, {len(s['files'])} files); characters {s['chars_read']:,} -> {s['chars_written']:,} "
              f"({(s['chars_kept_share'] or 0):.1%} kept); {s['seconds']} s on {s['cores']} cores ({s['executor']})"
              + (f", {s['chars_per_second_per_core']:,} characters/s per core" if s["chars_per_second_per_core"]
-                else "") + ".", "", render_table(s["steps"]), "", "![funnel](funnel.png)", ""]
+                else "") + ".", "", render_table(s["steps"]), "", SECONDS_NOTE, "", "![funnel](funnel.png)", ""]
     nd = s["near_duplicates"]
     if nd["clusters"]:
         lines += [f"Near duplicates: {nd['clusters']:,} clusters holding {nd['documents_in_clusters']:,} documents, "
                   f"{nd['removed']:,} removed (LSH threshold about {nd['threshold']}); the largest:", ""]
-        lines += [f"- {c['size']} documents: {c['start'][:60]}" for c in nd["largest"]]
+        lines += [f"- {c['size']} documents: {' '.join(c['start'].split())[:60]}" for c in nd["largest"]]
         lines.append("")
     if s["examples"]:
         lines += ["## Examples", ""]
