@@ -128,6 +128,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=float, nargs="*", default=[25, 50, 100], help="generated corpora, MB")
     parser.add_argument("--no-laws", action="store_true")
+    parser.add_argument("--tools", nargs="*", default=["prepare", "convert", "datatrove minhash"],
+                        help="which jobs to run (the 1 GB point: --no-laws --sizes 1000 --tools prepare)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/prepare_throughput.json"))
     a = parser.parse_args()
     rows = []
@@ -150,6 +152,8 @@ def main() -> None:
                                  "--dedup", "--out", str(tmp / f"{name}-convert.jsonl")]),
                     ("datatrove minhash", 2, [sys.executable, "-c", DATATROVE, str(path.parent),
                                            str(tmp / f"{name}-datatrove")])):
+                if tool not in a.tools:
+                    continue
                 row = {"corpus": name, "bytes": size, "chars": chars, "tool": tool, **measure(command, chars, cores)}
                 rows.append(row)
                 print(f"{name:20} {tool:18} {row['seconds']:8.1f} s {row['chars_per_s_per_core']:>10,} chars/s/core "
