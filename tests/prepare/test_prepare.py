@@ -143,6 +143,15 @@ def test_bad_records_stop_the_run_in_one_line_under_fail(corpus, tmp_path):
     assert "prepare.on_bad_record: skip" in message
 
 
+def test_a_folder_not_made_by_a_preparation_is_never_cleaned(corpus, tmp_path):
+    out = tmp_path / "mine"
+    (out / "documents").mkdir(parents=True)
+    (out / "documents" / "keep.txt").write_text("mine")
+    with pytest.raises(PrepareError, match=r"holds documents but no plan\.json"):
+        run_prepare(recipe(corpus["folder"], out), progress=False)
+    assert (out / "documents" / "keep.txt").read_text() == "mine"
+
+
 def test_empty_file_and_oversized_record(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

@@ -327,6 +327,10 @@ def plan_digest(args: PrepareArgs, files: dict[str, list[str]], tasks: int) -> d
     return {"digest": digest, "tasks": tasks, "settings": settings}
 
 
+OUTPUTS = ("work", "logs", "documents", "plan.json", "prepare_report.json", "prepare_report.md", "funnel.png",
+           "near_duplicates.jsonl")
+
+
 def _start_or_resume(out: Path, plan: dict) -> bool:
     """Prepare `out` for this plan: True when a run of the same plan is resumed; another plan's files are removed."""
     path = out / "plan.json"
@@ -338,8 +342,13 @@ def _start_or_resume(out: Path, plan: dict) -> bool:
         if previous.get("digest") == plan["digest"]:
             return True
         print(f"prepare: {out} was prepared with other settings or inputs; starting over", file=sys.stderr)
-    for name in ("work", "logs", "documents", "plan.json", "prepare_report.json", "prepare_report.md", "funnel.png",
-                 "near_duplicates.jsonl"):
+    else:
+        # Only a folder a preparation made (its plan.json) is cleaned: a user's own files are never deleted.
+        found = [name for name in OUTPUTS if (out / name).exists()]
+        if found:
+            raise PrepareError(f"prepare.out {out} holds {found[0]} but no plan.json of a preparation: choose an "
+                               "empty or new folder (nothing there is deleted)")
+    for name in OUTPUTS:
         target = out / name
         if target.is_dir():
             shutil.rmtree(target)
