@@ -68,7 +68,7 @@ def resolve_inputs(args: PrepareArgs) -> dict[str, list[str]]:
 # ---------------------------------------------------------------- the blocks of each stage
 
 
-def _task_reader(folder: Path):
+def _task_reader(folder: Path, progress: Path | None = None):
     from datatrove.pipeline.readers import JsonlReader
 
     class TaskFileReader(JsonlReader):
@@ -78,13 +78,20 @@ def _task_reader(folder: Path):
         name = "📖 task file"
 
         def run(self, data=None, rank: int = 0, world_size: int = 1):
+            from .progress import Progress
+
             name = f"{rank:05d}.jsonl.zst"
+            counter = Progress(self.progress, rank)
             if self.data_folder.exists(name):
                 for doc in self.read_files_shard([name]):
                     self.update_doc_stats(doc)
+                    counter.add(len(doc.text))
                     yield doc
+            counter.flush()
 
-    return TaskFileReader(str(folder), compression=COMPRESSION, add_file_path=False)
+    reader = TaskFileReader(str(folder), compression=COMPRESSION, add_file_path=False)
+    reader.progress = str(progress) if progress else None
+    return reader
 
 
 def _writer(folder: Path):
@@ -140,7 +147,8 @@ def clean_steps(args: PrepareArgs, files: dict[str, list[str]], work: Path) -> l
             else:
                 steps.append(RecordReader(i.name, files[i.name], "auto" if i.format == "auto" else i.format,
                                           i.text_field, i.txt_document, args.on_bad_record, args.max_record_mb,
-                                          tuple(i.keep_fields), examples=kept(f"read_{i.name}")))
+                                          tuple(i.keep_fields), examples=kept(f"read_{i.name}"),
+                                          progress=str(work.parent / "logs" / "clean" / "progress")))
         if group is html and html:
             from datatrove.pipeline.extractors import Trafilatura
 
@@ -182,13 +190,17 @@ def stage_pipelines(args: PrepareArgs, files: dict[str, list[str]], out: Path, t
     work = out / "work"
     documents = out / "documents"
     near = args.near_dedup.enabled
+
+    def progress(stage: str) -> Path:
+        return out / "logs" / stage / "progress"
+
     stages = []
     last = _writer(documents if not (args.exact_dedup or near) else work / "clean")
     stages.append(("clean", clean_steps(args, files, work) + [last], tasks))
     after_exact = work / "clean"
     if args.exact_dedup:
         config = _exact_config()
-        stages.append(("exact_signature", [_task_reader(work / "clean"),
+        stages.append(("exact_signature", [_task_reader(work / "clean", progress("exact_signature")),
                                            ExactDedupSignature(str(work / "exact_dedup" / "signatures"), config)],
                        tasks))
         stages.append(("exact_find", [ExactFindDedups(str(work / "exact_dedup" / "signatures"),
@@ -197,14 +209,16 @@ def stage_pipelines(args: PrepareArgs, files: dict[str, list[str]], out: Path, t
                                         exclusion_writer=ExampleWriter(str(work / "examples"), "exact_dedup",
                                                                        "exact_duplicate", args.examples or 1))
         if not near:
-            stages.append(("write", [_task_reader(work / "clean"), exact_filter, _writer(documents)], tasks))
+            stages.append(("write", [_task_reader(work / "clean", progress("write")), exact_filter,
+                                     _writer(documents)], tasks))
             return stages
-        stages.append(("minhash_signature", [_task_reader(work / "clean"), exact_filter, _writer(work / "exact"),
+        stages.append(("minhash_signature", [_task_reader(work / "clean", progress("minhash_signature")), exact_filter,
+                                             _writer(work / "exact"),
                                              UnitShingles(str(work / "minhash" / "signatures"),
                                                           _minhash_config(args))], tasks))
         after_exact = work / "exact"
     elif near:
-        stages.append(("minhash_signature", [_task_reader(work / "clean"),
+        stages.append(("minhash_signature", [_task_reader(work / "clean", progress("minhash_signature")),
                                              UnitShingles(str(work / "minhash" / "signatures"),
                                                           _minhash_config(args))], tasks))
     if near:
@@ -215,7 +229,7 @@ def stage_pipelines(args: PrepareArgs, files: dict[str, list[str]], out: Path, t
         stages.append(("minhash_cluster", [MinhashDedupCluster(str(work / "minhash" / "buckets"),
                                                                str(work / "minhash" / "clusters"), config=config,
                                                                save_cluster_id=True, save_cluster_size=True)], 1))
-        stages.append(("write", [_task_reader(after_exact),
+        stages.append(("write", [_task_reader(after_exact, progress("write")),
                                  MinhashDedupFilter(str(work / "minhash" / "clusters"),
                                                     exclusion_writer=RemovedClusterLog(str(work / "clusters")),
                                                     load_cluster_ids=True, load_cluster_sizes=True),
@@ -281,15 +295,20 @@ class _Console:
 def _run_stage(name: str, executor, tasks: int, logs: Path, console: Path, progress: bool) -> None:
     from tqdm.auto import tqdm
 
+    from .progress import read_progress
+
     done = threading.Event()
     with _Console(console) as terminal:
         bar = tqdm(total=tasks, desc=f"prepare {name}", unit=" tasks", file=terminal, disable=not progress,
                    initial=_completed(logs), mininterval=1)
 
         def poll():
-            while not done.wait(0.5):
-                if _completed(logs) > bar.n:
-                    bar.update(_completed(logs) - bar.n)
+            while not done.wait(1.0):
+                documents, chars = read_progress(logs / "progress")
+                if documents:
+                    bar.set_postfix_str(f"{documents:,} documents, {chars / 1e6:,.1f} M characters", refresh=False)
+                bar.update(max(0, _completed(logs) - bar.n))
+                bar.refresh()
 
         watcher = threading.Thread(target=poll, daemon=True)
         watcher.start()

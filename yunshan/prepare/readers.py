@@ -48,7 +48,7 @@ class RecordReader(BaseDiskReader):
 
     def __init__(self, name: str, files: list[str], fmt: str = "auto", text_field: str = "text",
                  txt_document: str = "paragraph", on_bad_record: str = "fail", max_record_mb: float = 8,
-                 keep_fields: tuple[str, ...] = (), examples: Examples | None = None):
+                 keep_fields: tuple[str, ...] = (), examples: Examples | None = None, progress: str | None = None):
         super().__init__(data_folder="/", text_key=text_field, add_file_path=False)
         self.source, self.files, self.fmt = name, list(files), fmt
         self.text_field, self.txt_document = text_field, txt_document
@@ -56,6 +56,7 @@ class RecordReader(BaseDiskReader):
         self.max_bytes = int(max_record_mb * (1 << 20))
         self.keep_fields = tuple(keep_fields)
         self.examples = examples
+        self.progress = progress  # a folder: every task writes how many documents it has read (the progress bar)
 
     def _bad(self, bad: BadRecord, rank: int) -> None:
         if self.on_bad_record == "fail":
@@ -123,6 +124,9 @@ class RecordReader(BaseDiskReader):
             shard, step, first = self.files[rank::world_size], 1, 0
         else:
             shard, step, first = self.files, world_size, rank
+        from .progress import Progress
+
+        counter = Progress(self.progress, rank)
         try:
             for path in shard:
                 self.stat_update("input_files")
@@ -131,7 +135,9 @@ class RecordReader(BaseDiskReader):
                         continue
                     self.stat_update("chars_in", value=len(doc.text))
                     self.update_doc_stats(doc)
+                    counter.add(len(doc.text))
                     yield doc
         finally:
+            counter.flush()
             if self.examples is not None:
                 self.examples.close(rank)
