@@ -373,3 +373,41 @@ def test_shipped_prepare_configs_load_and_dry_run(path, monkeypatch, tmp_path):
     args = load_recipe(PrepareArgs, path)
     plan = describe_prepare(args)
     assert plan["inputs"] and [s["stage"] for s in plan["stages"]][0] == "clean" and plan["corpus"].endswith("documents")
+
+
+def test_warc_and_html_inputs_go_through_trafilatura(tmp_path):
+    """A WARC file (datatrove's WarcReader) and a JSONL of HTML pages (`html: true`): the main text extracted by
+    trafilatura, the page's menu and footer gone."""
+    from io import BytesIO
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    rng = random.Random(7)
+    bodies = [law(rng, f"某某市第{i}号条例", articles=8) for i in range(2)]
+
+    def page(body: str) -> str:
+        paragraphs = "".join(f"<p>{line}</p>" for line in body.split("\n") if line.strip())
+        return (f"<html><head><title>条例</title></head><body><nav><a href='/'>首页</a> | <a href='/news'>新闻</a>"
+                f"</nav><article>{paragraphs}</article><footer>版权所有 © 2024 某某网</footer></body></html>")
+
+    with open(tmp_path / "crawl.warc.gz", "wb") as f:
+        writer = WARCWriter(f, gzip=True)
+        headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record("https://example.org/law0", "response",
+                                                      payload=BytesIO(page(bodies[0]).encode("utf-8")),
+                                                      http_headers=headers))
+    (tmp_path / "pages.jsonl").write_text(json.dumps({"html": page(bodies[1])}, ensure_ascii=False) + "\n",
+                                          encoding="utf-8")
+    summary = run_prepare(PrepareArgs(
+        inputs=[InputArgs(name="crawl", path=str(tmp_path / "crawl.warc.gz"), format="warc"),
+                InputArgs(name="pages", path=str(tmp_path / "pages.jsonl"), text_field="html", html=True)],
+        out=str(tmp_path / "out"), tasks=1, workers=1, language=LanguageArgs(keep=["zh"]),
+        near_dedup=NearDedupArgs(enabled=False)), progress=False)
+    texts = read_output(tmp_path / "out")
+    assert summary["documents_written"] == 2 and len(texts) == 2
+    for body in bodies:
+        first_article = body.split("\n")[2].split("\u3000")[1]  # trafilatura writes the ideographic space as " "
+        text = next(t for t in texts if first_article in t)
+        assert "第1条 " + first_article in text and "第8条" in text
+        assert "版权所有" not in text and "首页" not in text and "<p>" not in text

@@ -94,6 +94,25 @@ def _task_reader(folder: Path, progress: Path | None = None):
     return reader
 
 
+def _warc_reader(name: str, files: list[str]):
+    from datatrove.pipeline.readers import WarcReader
+
+    class WarcFiles(WarcReader):
+        """datatrove's WarcReader on a list of files (shared out by file across the tasks) instead of one folder."""
+
+        def run(self, data=None, rank: int = 0, world_size: int = 1):
+            if data:
+                yield from data
+            shard = [os.path.abspath(p).lstrip("/") for p in self.files[rank::world_size]]
+            for doc in self.read_files_shard(shard):
+                self.update_doc_stats(doc)
+                yield doc
+
+    reader = WarcFiles("/", default_metadata={"source": name})
+    reader.files = list(files)
+    return reader
+
+
 def _writer(folder: Path):
     from datatrove.pipeline.writers import JsonlWriter
 
@@ -140,10 +159,7 @@ def clean_steps(args: PrepareArgs, files: dict[str, list[str]], work: Path) -> l
     for group in (html, plain):
         for i in group:
             if i.format == "warc":
-                from datatrove.pipeline.readers import WarcReader
-
-                for path in files[i.name]:
-                    steps.append(WarcReader(path, default_metadata={"source": i.name}, add_file_path=False))
+                steps.append(_warc_reader(i.name, files[i.name]))
             else:
                 steps.append(RecordReader(i.name, files[i.name], "auto" if i.format == "auto" else i.format,
                                           i.text_field, i.txt_document, args.on_bad_record, args.max_record_mb,
