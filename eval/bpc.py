@@ -25,7 +25,7 @@ import torch
 
 from yunshan.data.records import first_chars
 
-from .likelihood import logits_kept, prefix_token_id
+from .likelihood import prefix_token_id, target_nll
 from .texts import default_texts, labelled_files, read_documents
 
 GENERAL = "general"
@@ -91,20 +91,6 @@ def plan_length_batches(lengths: list[int], batch_size: int, max_tokens: int = M
 
 
 @torch.no_grad()
-def _target_nll(lm, rows: list[list[int]], positions: list[int], targets: list[list[int]]) -> list[list[float]]:
-    """Negative log-likelihood of each row's targets, target j predicted at input position positions[i] + j: one
-    forward; the log-softmax is never materialised (logsumexp minus the target's logit, per row)."""
-    logits, column = logits_kept(lm, rows, {first + j for first, t in zip(positions, targets) for j in range(len(t))})
-    out = []
-    for i, (first, t) in enumerate(zip(positions, targets)):
-        cols = torch.tensor([column[first + j] for j in range(len(t))], dtype=torch.long, device=logits.device)
-        row = logits[i, cols].float()
-        picked = row.gather(1, torch.tensor(t, dtype=torch.long, device=row.device)[:, None]).squeeze(1)
-        out.append((torch.logsumexp(row, dim=-1) - picked).tolist())
-    return out
-
-
-@torch.no_grad()
 def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, stride: int | None = None,
                 batch_size: int = 8, progress: bool = False, desc: str = "bpc") -> list[DocumentNLL]:
     """NLL of every token of every document, with a sliding window for documents longer than the model's context.
@@ -128,8 +114,9 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
     pieces: dict[int, list[float]] = {}
     for indices in batches:
         batch = [jobs[k] for k in indices]
-        nlls = _target_nll(lm, [row for _, row, _, _ in batch], [first for _, _, _, first in batch],
-                           [targets for _, _, targets, _ in batch])
+        nlls = target_nll(lm, [row for _, row, _, _ in batch],
+                          [list(range(first, first + len(targets))) for _, _, targets, first in batch],
+                          [targets for _, _, targets, _ in batch])
         for k, values in zip(indices, nlls):
             pieces[k] = values
         bar.update(1)

@@ -4,7 +4,9 @@
 
 A task is a name (its data then comes from --data-dir/NAME, by default the sample sets shipped in
 yunshan.samples) or NAME=PATH. Names: fineval / ceval (C-Eval format), financeiq / cmmlu (CMMLU format),
-lawbench, jecqa, bpc (--heldout LABEL=FILE ...), compression (--text FILE ...), diversity (--diversity-text FILE).
+lawbench, jecqa, bpc (--heldout LABEL=FILE ...), chat_loss (--instructions NAME=FORMAT:PATH ...: held-out instruction
+sets, the loss on their assistant turns as SFT trains it), compression (--text FILE ...), diversity (--diversity-text
+FILE).
 Writes OUT/results.json (every prediction and score, model and file hashes, settings), OUT/results.md (one table
 per task: rows = models, AVG last), OUT/report.html (the same tables as one self-contained page to open in a
 browser) and OUT/diversity.png; prints the tables. OUT is checked for writing before any scoring, and
@@ -21,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from yunshan.data.conversations import SftSourceArgs
 from yunshan.field_rules import check_fields
 
 from .tasks import TASKS
@@ -47,7 +50,8 @@ class EvalArgs:
     data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder holding one subfolder per task name (default: the sample sets of yunshan.samples)"})
     limit: int | None = field(default=None, metadata={"range": ">= 1",
-        "help": "first N questions per subject (MC), records per task (LawBench, JEC-QA) or documents (texts)"})
+        "help": "first N questions per subject (MC), records per task (LawBench, JEC-QA), documents (texts) or "
+                "samples per instruction set (chat_loss, where the set gives no max_samples)"})
     shots: int = field(default=5, metadata={"range": ">= 0",
         "help": "k-shot examples from the dev split for MC tasks (0 allowed)"})
     split: str | None = field(default=None, metadata={
@@ -90,8 +94,13 @@ class EvalArgs:
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out text for bpc; label 'general' is the forgetting column (default: the "
                 "sample held-out general, finance and legal texts)"})
+    instructions: list[SftSourceArgs | str] = field(default_factory=list, metadata={
+        "help": "held-out instruction sets for chat_loss, each an SFT source as a recipe's sft.data.sources entry "
+                "(name, path, format, columns, system; max_samples caps the samples scored): NAME=FORMAT:PATH or a "
+                "YAML mapping {name: ..., path: ..., format: ..., columns: {...}}"})
     max_length: int | None = field(default=None, metadata={"range": ">= 2",
-        "help": "bpc window length in tokens (default: the model's max_position_embeddings)"})
+        "help": "bpc window length in tokens, and the longest conversation chat_loss scores (longer ones lose their "
+                "oldest turns, as SFT's truncate_prompt) (default: the model's max_position_embeddings)"})
     stride: int | None = field(default=None, metadata={"range": ">= 1",
         "help": "bpc window stride (default: max_length / 2)"})
     max_chars: int | None = field(default=None, metadata={"range": ">= 1",
@@ -111,20 +120,27 @@ class EvalArgs:
     device: str = field(default="cpu", metadata={"help": "torch device"})
     hash_weights: bool = field(default=True, metadata={"help": "record the sha256 of every model file"})
     trust_remote_code: bool = field(default=False, metadata={
-        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) to run; "
-                "without it such a folder is refused (PanGu-π and OTCE need no remote code)"})
+        "help": "allow a model folder's own Python code (auto_map in its config or tokenizer config) and lm-eval "
+                "task YAMLs' (!function, in them or in a YAML they include) to run; without it such a folder or task "
+                "is refused (PanGu-π and OTCE need no remote code)"})
     out: str = field(default="runs/eval", metadata={"path": True,
         "help": "output folder for results.json/.md and plots"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
     def __post_init__(self):
         check_fields(self)
+        from .chat_loss import check_sets, instruction_set
+
+        self.instructions = [instruction_set(spec) for spec in self.instructions]
+        check_sets(self.instructions)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.flags import add_flags
 
     add_flags(parser, EvalArgs, required=("model",), metavars={
-        "model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE", "text": "FILE"})
+        "model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE", "text": "FILE",
+        "instructions": "NAME=FORMAT:PATH"})
 
 
 def _hash_files(path: Path) -> dict[str, str]:
@@ -179,7 +195,9 @@ def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
     from .tasks import headline_metrics, module_of
 
     partial = out / PARTIAL_FILE
-    report: dict = {"yunshan_version": __version__, "settings": {f.name: getattr(args, f.name) for f in fields(args)},
+    settings = {f.name: getattr(args, f.name) for f in fields(args)}
+    settings["instructions"] = [asdict(s) for s in args.instructions]
+    report: dict = {"yunshan_version": __version__, "settings": settings,
                     "models": {}, "tasks": {}}
     results: dict[str, dict[str, dict]] = {label: {} for label, _, _ in tasks}
     started = time.time()

@@ -33,7 +33,11 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yunshan.data.conversations import SftSourceArgs
 from yunshan.field_rules import check_fields
+
+
+TRAINING_STAGES = ("cpt", "sft", "preference")  # the pipeline stages whose sources a decontamination checks
 
 
 @dataclass
@@ -57,11 +61,19 @@ class DecontaminateArgs:
     include_path: list[str] = field(default_factory=list, metadata={"path": True,
         "help": "folders of lm-evaluation-harness task YAMLs for lmeval:NAME tasks (in yunshan run default the eval "
                 "section's)"})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "allow lm-eval task YAMLs' own Python code (!function, in them or in a YAML they include) to run; "
+                "without it such a task is refused (in yunshan run also allowed by eval.trust_remote_code or "
+                "model.trust_remote_code)"})
     data_dir: str | None = field(default=None, metadata={"path": True,
         "help": "folder with one subfolder per task name (default: the sample sets of yunshan.samples)"})
     heldout: list[str] = field(default_factory=list, metadata={"path": "labelled",
         "help": "LABEL=FILE held-out texts checked too (bits per character; in yunshan run default the eval "
                 "section's and the cpt monitor's)"})
+    instructions: list[SftSourceArgs | str] = field(default_factory=list, metadata={
+        "help": "held-out instruction sets checked too, each an SFT source (NAME=FORMAT:PATH or a YAML mapping, as "
+                "yunshan eval --instructions; every turn of every sample is compared); in yunshan run default the eval "
+                "section's"})
     n: int = field(default=13, metadata={"range": ">= 1",
         "help": "window length in words (13, as GPT-3 and lm-evaluation-harness); a word, number or other run of "
                 "letters is one word"})
@@ -84,6 +96,9 @@ class DecontaminateArgs:
     strict: bool = field(default=False, metadata={
         "help": "fail when an evaluation set or held-out text has no item to check (empty, or every item shorter "
                 "than a window), instead of saying so in the report"})
+    stages: list[str] = field(default_factory=lambda: list(TRAINING_STAGES), metadata={
+        "help": "in yunshan run (and --config): the training stages whose sources are checked and, with drop, left "
+                "out: cpt, sft, preference (sft alone: the instruction data is decontaminated, the corpora are not)"})
     drop: bool = field(default=False, metadata={
         "help": "leave the contaminated records out: in yunshan run the cpt, sft and preference stages skip them "
                 "(counted in their data reports and the model card); here, also write the inputs without them to "
@@ -119,16 +134,24 @@ class DecontaminateArgs:
                              f"({self.dirty_from})")
         if self.on_bad_record not in ("fail", "skip"):
             raise ValueError(f"decontamination on_bad_record must be fail or skip, got {self.on_bad_record!r}")
+        unknown = [s for s in self.stages if s not in TRAINING_STAGES]
+        if unknown or not self.stages:
+            raise ValueError(f"decontamination stages: {unknown[0] if unknown else 'none'} is not a training stage; "
+                             f"give one or more of {', '.join(TRAINING_STAGES)}")
+        from yunshan.eval.chat_loss import check_sets, instruction_set
+
+        self.instructions = [instruction_set(spec) for spec in self.instructions]
+        check_sets(self.instructions)
 
 
 def eval_sets(args: DecontaminateArgs) -> tuple[list[tuple[str, str, list]], list[str]]:
     """(name, path, items) of every evaluation set, and the tasks that have nothing to compare (with why)."""
-    from yunshan.eval.items import FORMATS, eval_items, heldout_items
+    from yunshan.eval.items import FORMATS, eval_items, heldout_items, instruction_items
     from yunshan.eval.tasks import TASKS, resolve_tasks
     from yunshan.eval.texts import default_texts, labelled_files
 
     specs = list(args.tasks)
-    if not specs:  # every benchmark folder of the data folder
+    if not specs and not args.instructions:  # every benchmark folder of the data folder
         root = Path(args.data_dir) if args.data_dir else None
         if root is None:
             from yunshan.samples import sample_data_dir
@@ -145,17 +168,23 @@ def eval_sets(args: DecontaminateArgs) -> tuple[list[tuple[str, str, list]], lis
         elif task.format == "lm_eval_tasks":
             from yunshan.eval.lm_eval_tasks import lm_eval_items
 
-            sets.append((name, name, list(lm_eval_items(name.partition(":")[2], args.include_path))))
+            sets.append((name, name, lm_eval_items(name.partition(":")[2], args.include_path,
+                                                   trust_remote_code=args.trust_remote_code)))
         elif task.format == "bpc":
             files = labelled_files(args.heldout, "--heldout") if args.heldout else {
                 p.stem: p for p in default_texts("bpc")}
             for label, file in files.items():
                 sets.append((f"heldout:{label}", str(file), list(heldout_items(label, file))))
+        elif task.format == "chat_loss":
+            pass  # its sets are args.instructions, below
         else:
             not_checked.append(f"{name}: a text task (its texts are not an evaluation set)")
     if args.heldout and not any(n == "bpc" for n in specs):
         for label, file in labelled_files(args.heldout, "--heldout").items():
             sets.append((f"heldout:{label}", str(file), list(heldout_items(label, file))))
+    for source in args.instructions:
+        sets.append((f"instructions:{source.name}", ", ".join(_source_paths(source)),
+                     list(instruction_items(source, args.on_bad_record))))
     names = [s[0] for s in sets]
     if len(set(names)) != len(names):
         raise ValueError(f"evaluation sets named twice: {names}; give each task or held-out label once")
@@ -261,7 +290,9 @@ def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None
     if len(set(names)) != len(names):
         raise ValueError(f"training source names must be unique within cpt, sft and preference: {names}")
     sets, not_checked = eval_sets(args)
-    check_out(args.out, [p for _, s in sources for p in _source_paths(s)] + [path for _, path, _ in sets])
+    check_out(args.out, [p for _, s in sources for p in _source_paths(s)]
+              + [path for name, path, _ in sets if not name.startswith("instructions:")]
+              + [p for s in args.instructions for p in _source_paths(s)])
     nothing = []
     for name, path, set_items in sets:
         if not set_items:

@@ -16,6 +16,7 @@ the same message:
 | jecqa | `jecqa.load_jecqa` | a record | the statement, each option |
 | generic (your own mc, qa, gen) | `generic.read_rows` | a row of the file, or of every data file of the folder (test, dev, ...) | the question and each option (mc) or each accepted answer (qa, gen) |
 | bpc (held-out texts) | yunshan.data.records (`.txt`: a paragraph per item, though scored whole) | a paragraph or record | its text |
+| chat_loss (held-out instruction sets) | yunshan.data.conversations, as yunshan sft reads the source | a sample | every turn |
 
 Each item's tag is {"task", "id", "group"}; the group is the subtask a report breaks a set down by (the LawBench
 task, the C-Eval/CMMLU subject, the JEC-QA file, your own set's subject or else its file, the held-out label). Every split is checked, dev included: few-shot examples leak as surely as scored questions. A LawBench task's
@@ -59,6 +60,16 @@ def heldout_items(label: str, path: str | Path) -> Iterator[Text]:
     # Paragraphs as items: an overlap is located and measured per paragraph (scoring takes the text whole).
     for where, text in read_texts(str(path), f"held-out text {label}", txt_document="paragraph"):
         yield Text(where, [text], {"task": f"heldout:{label}", "id": where.rsplit(":", 1)[-1], "group": label})
+
+
+def instruction_items(source, on_bad_record: str = "fail") -> Iterator[Text]:
+    """The samples of a held-out instruction set (an SFT source) as yunshan sft reads them, every turn a field; the
+    group is the set's name."""
+    from yunshan.data.decontamination import conversation_texts
+
+    for text in conversation_texts(source, on_bad_record, {}):
+        yield Text(text.location, text.fields, {"task": f"instructions:{source.name}", "id": text.location,
+                                                "group": source.name})
 
 
 def _questions(name: str, path: Path, columns: dict, format_name: str, hint: str, group: str) -> Iterator[Text]:

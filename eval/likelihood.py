@@ -164,6 +164,22 @@ def logits_kept(lm, rows: list[list[int]], needed: set[int]) -> tuple[torch.Tens
     return model(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs).logits, column
 
 
+@torch.no_grad()
+def target_nll(lm, rows: list[list[int]], at: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+    """Negative log-likelihood (nats) of each row's targets, targets[i][j] predicted at input position at[i][j]: one
+    padded forward; the log-softmax is never materialised (logsumexp minus the target's logit, per row). Bits per
+    character (bpc.py) scores a window's consecutive tokens, the instruction held-out loss (chat_loss.py) the
+    assistant turns of a conversation."""
+    logits, column = logits_kept(lm, rows, {p for positions in at for p in positions})
+    out = []
+    for i, (positions, t) in enumerate(zip(at, targets)):
+        cols = torch.tensor([column[p] for p in positions], dtype=torch.long, device=logits.device)
+        row = logits[i, cols].float()
+        picked = row.gather(1, torch.tensor(t, dtype=torch.long, device=row.device)[:, None]).squeeze(1)
+        out.append((torch.logsumexp(row, dim=-1) - picked).tolist())
+    return out
+
+
 def _log_probs_at(lm, rows: list[list[int]], positions: list[list[int]]) -> list[torch.Tensor]:
     """For each row, log-softmax (float32) of the logits at the given input positions: one padded forward."""
     logits, column = logits_kept(lm, rows, {p for pos in positions for p in pos})

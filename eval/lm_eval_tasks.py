@@ -17,14 +17,21 @@ results.json keeps lm-eval's numbers as lm-eval reports them (metric names such 
 every (sub)task of a group as a row, each task's resolved config and every sample's request and response. The
 model card shows each metric of each row. Decontamination reads the same documents through lm-eval's task objects
 (`lm_eval_items`): each document's prompt text and its choices or target.
+
+A task YAML's `!function utils.process` (in it or in a YAML it includes) imports and runs Python from beside the
+YAML: lm-eval loads every task under `task_code`, which refuses that in one line naming the YAML and the function
+unless the user opted in with `--trust-remote-code` (as for a model folder's auto_map: yunshan/remote_code.py).
+lm-eval's own tasks are installed code and load as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
 SKIPPED_KEYS = ("name", "alias", "sample_len", "samples")
+OPT_IN = "--trust-remote-code (in a `yunshan run` recipe: eval.trust_remote_code: true)"
 
 
 def _require_lm_eval():
@@ -33,6 +40,77 @@ def _require_lm_eval():
     except ImportError:
         raise ImportError("lmeval: tasks run through lm-evaluation-harness, which is not installed; "
                           "pip install 'lm-eval[hf]>=0.4.13,<0.5'") from None
+
+
+@contextlib.contextmanager
+def task_code(trust_remote_code: bool, opt_in: str = OPT_IN):
+    """While lm-eval loads and runs tasks: the Python a task YAML outside lm-eval's own tasks names runs only with
+    `trust_remote_code`; otherwise a ValueError in one line names the YAML, the function and `opt_in`.
+
+    A YAML runs code in two ways. `!function utils.process` imports the module beside it: lm-eval 0.4.13 resolves
+    it in one place, `_yaml_loader._import_func_in_yml`, while `_yaml_loader.load_yaml` parses a file with
+    resolve_func=True (every task, group and included YAML it loads; its index parses without resolving). Both are
+    wrapped for the duration: load_yaml to know which file is being parsed (an included YAML is named as itself),
+    the import to refuse before anything is imported. And its prompt templates (`doc_to_text`, ...) are Jinja,
+    which lm-eval renders in a plain Environment where `{{ cycler.__init__.__globals__.os }}` reaches the os
+    module: they are rendered in Jinja's sandbox instead, which refuses such attributes (ordinary templates render
+    the same). A lm-eval without those names is refused rather than run unguarded."""
+    _require_lm_eval()
+    if trust_remote_code:
+        yield
+        return
+    import lm_eval
+    from jinja2.sandbox import SandboxedEnvironment
+    from lm_eval import utils
+    from lm_eval.tasks import _factory, _yaml_loader
+
+    from yunshan.remote_code import refusal
+
+    if not all(hasattr(module, name) for module, name in (
+            (_yaml_loader, "load_yaml"), (_yaml_loader, "_import_func_in_yml"), (_factory, "load_yaml"),
+            (utils, "env"))):
+        raise ValueError(f"lm-eval {lm_eval.__version__}: yunshan cannot tell whether its task YAMLs run Python "
+                         "code in this version; use lm-eval>=0.4.13,<0.5, or allow the tasks' code with "
+                         f"{opt_in}")
+    own_tasks = Path(lm_eval.__file__).resolve().parent / "tasks"
+    saved = (_yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml, utils.env)
+    load_yaml, import_function, _, env = saved
+    parsing: list[Path] = []
+
+    def guarded_load_yaml(path, *args, **kwargs):
+        parsing.append(Path(path).expanduser().resolve())
+        try:
+            return load_yaml(path, *args, **kwargs)
+        finally:
+            parsing.pop()
+
+    def guarded_import(qual: str, base_dir: Path):
+        base_dir = Path(base_dir).expanduser().resolve()
+        if own_tasks not in (base_dir, *base_dir.parents):
+            module, _, _ = str(qual).rpartition(".")
+            local = base_dir / f"{module.replace('.', '/')}.py"
+            where = f"{local}" if local.is_file() else f"the module {module or qual!r}"
+            yaml = parsing[-1] if parsing else base_dir
+            raise ValueError(refusal(f"lmeval: {yaml}: !function {qual} would run Python code from {where}",
+                                     "a task YAML's own code", opt_in))
+        return import_function(qual, base_dir)
+
+    class Sandbox(SandboxedEnvironment):
+        def unsafe_undefined(self, obj, attribute):
+            raise ValueError(refusal(f"lmeval: a task's prompt template reads {attribute!r} of a "
+                                     f"{type(obj).__name__}, which only code needs (Jinja's sandbox refuses it)",
+                                     "a task YAML's own code", opt_in))
+
+    sandbox = Sandbox(loader=env.loader, undefined=env.undefined, keep_trailing_newline=env.keep_trailing_newline)
+    sandbox.filters.update(env.filters)
+    sandbox.tests.update(env.tests)
+    _yaml_loader.load_yaml = _factory.load_yaml = guarded_load_yaml
+    _yaml_loader._import_func_in_yml = guarded_import
+    utils.env = sandbox
+    try:
+        yield
+    finally:
+        _yaml_loader.load_yaml, _yaml_loader._import_func_in_yml, _factory.load_yaml, utils.env = saved
 
 
 def _is_yaml(spec: str) -> bool:
@@ -115,9 +193,9 @@ def task_files(manager, spec: str) -> list[Path]:
 
 def run_lm_eval(lm, spec: str, include_path: list[str] | None = None, *, limit: int | None = None,
                 batch_size: int = 16, add_bos: bool | None = None, chat: bool = False,
-                max_new_tokens: int | None = None) -> tuple[dict, list[Path]]:
+                max_new_tokens: int | None = None, trust_remote_code: bool = False) -> tuple[dict, list[Path]]:
     """Run one lm-eval task, group or tag (`spec`: a name or YAML path) on a loaded model; returns (the JSON-ready
-    result, the files read)."""
+    result, the files read). A YAML's `!function` runs only with `trust_remote_code` (`task_code`)."""
     manager, target = task_manager(spec, list(include_path or []))
     from lm_eval import __version__ as lm_eval_version
     from lm_eval import simple_evaluate
@@ -126,9 +204,11 @@ def run_lm_eval(lm, spec: str, include_path: list[str] | None = None, *, limit: 
     device = next(lm.model.parameters()).device
     hflm = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=batch_size, max_length=lm.max_length,
                 device=str(device), add_bos_token=add_bos)
-    out = simple_evaluate(model=hflm, tasks=[target], task_manager=manager, limit=limit, log_samples=True,
-                          bootstrap_iters=0, apply_chat_template=chat,
-                          gen_kwargs={"max_gen_toks": max_new_tokens} if max_new_tokens else None)
+    with task_code(trust_remote_code):
+        out = simple_evaluate(model=hflm, tasks=[target], task_manager=manager, limit=limit, log_samples=True,
+                              bootstrap_iters=0, apply_chat_template=chat,
+                              gen_kwargs={"max_gen_toks": max_new_tokens} if max_new_tokens else None)
+        files = task_files(manager, target)
     rows, stderr, columns = {}, {}, []
     for name, values in out["results"].items():
         row = {}
@@ -154,14 +234,15 @@ def run_lm_eval(lm, spec: str, include_path: list[str] | None = None, *, limit: 
               "n_samples": _plain(out.get("n-samples", {})), "limit": limit, "chat": chat,
               "configs": _plain(out.get("configs", {})),
               "predictions": {task: [_sample(s) for s in samples] for task, samples in out.get("samples", {}).items()}}
-    return result, task_files(manager, target)
+    return result, files
 
 
 def run_task(lm, data, args, chat: bool, task) -> tuple[dict, list[Path]]:
     """`yunshan eval --tasks lmeval:NAME_OR_YAML --include-path DIR`: this module's entry in yunshan.eval.tasks."""
     spec = task.name.partition(":")[2]
     return run_lm_eval(lm, spec, args.include_path, limit=args.limit, batch_size=args.batch_size,
-                       add_bos=args.add_bos, chat=args.chat == "on", max_new_tokens=args.max_new_tokens)
+                       add_bos=args.add_bos, chat=args.chat == "on", max_new_tokens=args.max_new_tokens,
+                       trust_remote_code=args.trust_remote_code)
 
 
 def headline(task, result: dict, data) -> list:
@@ -190,12 +271,20 @@ def headline(task, result: dict, data) -> list:
     return out
 
 
-def lm_eval_items(spec: str, include_path: list[str] | None = None):
+def lm_eval_items(spec: str, include_path: list[str] | None = None, *, trust_remote_code: bool = False,
+                  opt_in: str = OPT_IN) -> list:
     """Decontamination's items of an lm-eval task: every evaluation and few-shot document, as the texts lm-eval
-    shows the model (doc_to_text) and the answers it scores (doc_to_choice, else doc_to_target)."""
+    shows the model (doc_to_text) and the answers it scores (doc_to_choice, else doc_to_target). The YAMLs' code
+    runs only with `trust_remote_code` (`task_code`; `opt_in` is how the refusal says to allow it)."""
+    manager, target = task_manager(spec, list(include_path or []))
+    # Guarded throughout: loading resolves the YAMLs' functions, each document renders their templates.
+    with task_code(trust_remote_code, opt_in):
+        return list(_items(manager, target, spec))
+
+
+def _items(manager, target: str, spec: str):
     from yunshan.data.decontamination import Text
 
-    manager, target = task_manager(spec, list(include_path or []))
     for name, task in manager.load([target])["tasks"].items():
         config = task.config
         # Few-shot examples leak as surely as scored documents: their split too, when it is another one.

@@ -20,6 +20,15 @@ def _row(name: str, cells: list[str]) -> str:
     return "| " + " | ".join([name, *cells]) + " |"
 
 
+def _figures_table(results: dict[str, dict], group: str, cols: list[str], figures: list[tuple[str, str]]) -> str:
+    """A row per model, a column per (figure, label): result[group][label][figure] to 4 digits, figure by figure."""
+    lines = [_row("Model", [f"{c} {title}" for _, title in figures for c in cols]),
+             "|" + "---|" * (len(figures) * len(cols) + 1)]
+    for name, r in results.items():
+        lines.append(_row(name, [_fmt(r[group][c][key], 4) for key, _ in figures for c in cols]))
+    return "\n".join(lines)
+
+
 def task_table(task: str, results: dict[str, dict]) -> str:
     """One markdown table for one task over several models."""
     first = next(iter(results.values()))
@@ -84,13 +93,11 @@ def task_table(task: str, results: dict[str, dict]) -> str:
                               + [_fmt(r["all"]["tokens_per_char"], 3), _fmt(r["all"]["bytes_per_token"], 3)]))
         return "\n".join(lines)
     if fmt == "bpc":
-        cols = first["columns"]
-        lines = [_row("Model", [f"{c} BPC" for c in cols] + [f"{c} bits/byte" for c in cols]),
-                 "|" + "---|" * (2 * len(cols) + 1)]
-        for name, r in results.items():
-            lines.append(_row(name, [_fmt(r["files"][c]["bpc"], 4) for c in cols]
-                              + [_fmt(r["files"][c]["bits_per_byte"], 4) for c in cols]))
-        return "\n".join(lines)
+        return _figures_table(results, "files", first["columns"], [("bpc", "BPC"), ("bits_per_byte", "bits/byte")])
+    if fmt == "chat_loss":
+        # Held-out instruction sets: the SFT loss on their assistant turns, per token and per character.
+        return _figures_table(results, "sets", first["columns"],
+                              [("nats_per_token", "nats/token"), ("bits_per_char", "bits/char")])
     if fmt == "diversity":
         n = max(len(r["effective_dimension"]) for r in results.values())
         lines = [_row("Model", [f"L{i + 1}" for i in range(n)] + ["hidden"]), "|" + "---|" * (n + 2)]

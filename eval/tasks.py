@@ -41,6 +41,8 @@ TASKS = {t.name: t for t in (
     Task("lawbench", "lawbench", "LawBench", "lawbench", metric="score"),
     Task("jecqa", "jecqa", "JEC-QA", "jec-qa"),
     Task("bpc", "bpc", "bits per character", "yunshan-heldout", metric="bits_per_character", needs_data=False),
+    Task("chat_loss", "chat_loss", "held-out instruction loss", "yunshan-instructions", metric="nats_per_token",
+         needs_data=False),
     Task("compression", "compression", "tokens per character", "yunshan-text", metric="tokens_per_char",
          needs_data=False),
     Task("diversity", "diversity", "feature diversity d(eps)", "yunshan-text", metric="effective_dimension",

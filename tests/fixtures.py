@@ -1,10 +1,14 @@
-"""Builders for hermetic tests: corpora written on the fly and a byte-level BPE tokenizer trained in-process."""
+"""Builders for hermetic tests: corpora written on the fly and a byte-level BPE tokenizer trained in-process; a umask
+for a block and the modes of a folder's files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import socket
+import stat
 from pathlib import Path
 
 WORDS = (
@@ -75,3 +79,19 @@ def realdata(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the real releases are not beside this checkout (set YUNSHAN_REALDATA)")
     return path
+
+
+@contextlib.contextmanager
+def umask(mask: int):
+    """Run the block under `mask` (yunshan writes every file with the user's umask), then put the old one back."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def file_modes(folder: Path) -> dict[str, int]:
+    """Every file under `folder` (relative path) -> its permission bits."""
+    return {p.relative_to(folder).as_posix(): stat.S_IMODE(p.stat().st_mode)
+            for p in sorted(Path(folder).rglob("*")) if p.is_file() and not p.is_symlink()}

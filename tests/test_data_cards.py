@@ -25,8 +25,8 @@ RECIPES = ROOT / "recipes"
 MANIFEST = json.loads((ROOT / "yunshan/samples/data/manifest.json").read_text(encoding="utf-8"))["files"]
 
 ROLES = {"cpt", "sft", "preference", "eval", "heldout"}
-FORMATS = {"jsonl", "txt", "alpaca", "messages", "sharegpt", "ceval", "cmmlu", "lawbench", "jecqa",
-           "pairs", "ultrafeedback", "kto"}  # the last three: preference data (yunshan.data.preference)
+FORMATS = {"jsonl", "txt", "alpaca", "messages", "sharegpt", "ceval", "cmmlu", "lawbench", "jecqa", "cflue",
+           "self_instruct", "pairs", "ultrafeedback", "kto"}  # the last three: preference data (yunshan.data.preference)
 REQUIRED = ("role", "format", "size_in_paper", "source_url", "license_source", "convert")
 SECTIONS = ("## Source", "## License", "## Format", "## Convert", "## Caveats")
 # Licence ids the Hub accepts that these cards use; anything else must be "other" with a name and a link.

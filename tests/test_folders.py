@@ -190,6 +190,23 @@ def test_a_staged_folder_replaces_out_only_when_its_block_succeeds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and [p.name for p in out.iterdir()] == ["new.txt"]
 
 
+def test_a_staged_folders_files_get_the_users_umask(tmp_path):
+    """A file written private (safetensors writes 0600) gets 0666 less the umask, an executable 0777 less the umask;
+    the umask itself is unchanged."""
+    from fixtures import file_modes, umask
+
+    from yunshan.folders import staged_folder
+
+    with umask(0o027):
+        with staged_folder(tmp_path / "out") as tmp:
+            for name, mode in (("model.safetensors", 0o600), ("run.sh", 0o700), ("sub/open.json", 0o666)):
+                (tmp / name).parent.mkdir(exist_ok=True)
+                (tmp / name).write_text("x")
+                (tmp / name).chmod(mode)
+        assert _umask() == 0o027
+    assert file_modes(tmp_path / "out") == {"model.safetensors": 0o640, "run.sh": 0o750, "sub/open.json": 0o640}
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

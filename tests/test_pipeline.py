@@ -18,11 +18,12 @@ from yunshan.recipe import RecipeError, load_recipe
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def planted(tmp: Path) -> tuple[str, str, str]:
+def planted(tmp: Path) -> tuple[str, str, str, str]:
     """The sample finance corpus, general SFT set and legal preference pairs, each with one record that copies an
     evaluation text: a held-out finance document inside a corpus document, a FinEval-format question with its options
     inside an instruction, another inside a preference prompt (the bundled samples share no text with their
-    evaluation sets, so the decontamination has these three to find)."""
+    evaluation sets, so the decontamination has these three to find); and a held-out instruction set of two
+    conversations in its own column names, the first of them copied into the general SFT set too."""
     import csv
 
     from yunshan.samples import sample_data_dir
@@ -37,9 +38,18 @@ def planted(tmp: Path) -> tuple[str, str, str]:
         reader = csv.DictReader(f)
         row, second = next(reader), next(reader)
     question = "；".join([row["question"], row["A"], row["B"], row["C"], row["D"]])
+    advice = [("请解释为什么商业银行在加息周期中会调整存款利率结构，并说明这对储户选择定期存款的期限有何影响。",
+               "加息周期中银行的负债成本上升，会提高长期定期存款利率以锁定资金；储户可以优先选择期限较长的定期存款。"),
+              ("某人打算用一笔闲置资金购买国债，请比较储蓄国债与记账式国债在流动性和收益上的主要差别。",
+               "储蓄国债不能上市交易，提前兑取要扣利息；记账式国债可在二级市场买卖，价格随市场利率波动。")]
+    instructions = tmp / "instructions_heldout.jsonl"
+    instructions.write_text("".join(json.dumps({"question": q, "reply": a}, ensure_ascii=False) + "\n"
+                                    for q, a in advice), encoding="utf-8")
     sft = tmp / "general_planted.jsonl"
     lines = (data / "sft" / "general_alpaca.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     lines.insert(5, json.dumps({"instruction": "请回答：" + question, "input": "", "output": row["answer"]},
+                               ensure_ascii=False) + "\n")
+    lines.insert(9, json.dumps({"instruction": advice[0][0], "input": "", "output": advice[0][1]},
                                ensure_ascii=False) + "\n")
     sft.write_text("".join(lines), encoding="utf-8")
     pairs = tmp / "legal_pairs_planted.jsonl"
@@ -48,7 +58,7 @@ def planted(tmp: Path) -> tuple[str, str, str]:
     lines.insert(3, json.dumps({"prompt": "请选择：" + copied, "chosen": f"答案是{second['answer']}。",
                                 "rejected": "答案是E。"}, ensure_ascii=False) + "\n")
     pairs.write_text("".join(lines), encoding="utf-8")
-    return str(corpus), str(sft), str(pairs)
+    return str(corpus), str(sft), str(pairs), str(instructions)
 
 
 def own_sets(tmp: Path) -> tuple[str, str]:
@@ -68,7 +78,7 @@ def own_sets(tmp: Path) -> tuple[str, str]:
 
 def tiny_recipe(tmp: Path, export: bool = False) -> dict:
     s = "${samples}"
-    finance, general_sft, legal_pairs = planted(tmp / "planted")
+    finance, general_sft, legal_pairs, instructions = planted(tmp / "planted")
     mc, qa = own_sets(tmp / "own")
     return {
         "name": "tiny-test",
@@ -86,9 +96,12 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                                 # the stages' mechanics on a stand-in base: no budget cap (tokenizer/README.md)
                                 "tokens_per_new_token": 1,
                                 "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
-        "eval": {"tasks": ["bpc", "fineval", f"mc:bank={mc}", f"qa={qa}"], "limit": 2, "shots": 0, "mode": "cloze",
-                 "max_length": 64, "max_new_tokens": 8,
-                 "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"]},
+        "eval": {"tasks": ["bpc", "fineval", f"mc:bank={mc}", f"qa={qa}", "chat_loss"], "limit": 2, "shots": 0,
+                 "mode": "cloze", "max_length": 256, "max_new_tokens": 8,  # 256: the instruction set fits
+                 "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"],
+                 # a held-out instruction set, scored before and after as SFT trains (its loss on the answers)
+                 "instructions": [{"name": "advice", "path": instructions, "format": "alpaca",
+                                   "columns": {"prompt": "question", "response": "reply"}}]},
         # The training sources against the eval section's sets; the overlapping records are left out of training.
         "decontamination": {"drop": True, "show": 2},
         "cpt": {"data": {"seq_len": 64, "sources": [
@@ -199,12 +212,19 @@ def test_the_whole_pipeline_then_skips_then_redoes_from_a_stage(tmp_path, monkey
     # Decontamination: every contaminated record listed, left out of training and counted where it was read.
     decont = run_json.stage("decontamination").summary
     assert decont["drop"] and 0 < decont["contaminated"] < decont["records"]
-    assert set(decont["eval_sets"]) == {"fineval", "mc:bank", "qa", "heldout:general", "heldout:finance"}
+    assert set(decont["eval_sets"]) == {"fineval", "mc:bank", "qa", "heldout:general", "heldout:finance",
+                                        "instructions:advice"}
     # Your own sets: a row of the before/after table each, in their own metric.
     assert re.search(r"\| mc:bank accuracy % \(cloze; chance 33.3\) \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", report)
     assert re.search(r"\| qa exact match % \| [\d.]+ \|", report)
     listed = [json.loads(line) for line in (out / "03_decontamination/contaminated.jsonl").read_text().splitlines()]
     assert len(listed) == decont["contaminated"]
+    # The SFT record copying a held-out instruction is listed against it (and left out of SFT, counted below).
+    assert any(e["source"] == "sft:general" and any("instructions_heldout.jsonl:1" in where for where in e["eval"])
+               for e in listed)
+    # The held-out instruction set scored before and after: the loss on its answers, per character and per token.
+    assert re.search(r"\| bits/response char, held-out instructions advice \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", report)
+    assert "| nats/response token, held-out instructions advice |" in report
     by_source = {name: sum(e["source"] == name for e in listed)
                  for name in ("cpt:finance", "sft:general", "preference:legal_pairs")}
     cpt_report = json.loads((out / "04_cpt/data_report.json").read_text())
@@ -296,6 +316,49 @@ def test_dry_run_plans_without_training(tmp_path):
     path.write_text(yaml.safe_dump(data))
     plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
     assert any("nope.jsonl" in p for p in plan["problems"])
+
+
+def test_dry_run_checks_the_held_out_instruction_sets(tmp_path):
+    """The eval section's held-out instruction sets are inputs of both evaluation stages (hashed, checked to exist),
+    opened as SFT reads them, and refused without a chat_loss task to score them."""
+    data = tiny_recipe(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert plan["problems"] == []
+    held = data["eval"]["instructions"][0]["path"]
+    Path(held).write_text('{"question": "问题", "answer": "列名不对"}\n', encoding="utf-8")
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert any(p.startswith(f"eval.instructions.advice: {held}:1: field 'reply': missing_field") for p in plan["problems"])
+    data["eval"]["tasks"].remove("chat_loss")
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert any("eval.tasks has no chat_loss" in p for p in plan["problems"])
+    Path(held).unlink()
+    plan = PipelineRunner(load_recipe(PipelineRecipe, path), path).dry_run()
+    assert any(held in p for p in plan["problems"])
+
+
+def test_decontamination_of_the_sft_stage_alone(tmp_path):
+    """decontamination.stages: [sft] checks the SFT sources alone against the evaluation sets and the held-out
+    instruction sets, and only SFT leaves the list out (and depends on it): the corpora and preference pairs are
+    neither read nor filtered."""
+    from yunshan.pipeline.stages import STAGE, RunLayout, decontamination_plan, preference_sources
+
+    data = tiny_recipe(tmp_path)
+    data["decontamination"] = {"drop": True, "stages": ["sft"]}
+    recipe = load_recipe(PipelineRecipe, data=data)
+    plan, cpt_sources, sft_sources = decontamination_plan(recipe, recipe.decontamination)
+    assert cpt_sources == [] and [s.name for s in sft_sources] == ["general"]
+    assert preference_sources(recipe) == ([], 0)
+    assert [s.name for s in plan.instructions] == ["advice"] and "fineval" in plan.tasks
+    layout = RunLayout(recipe)
+    assert layout.contamination_list("cpt") is None and layout.contamination_list("preference") is None
+    assert layout.contamination_list("sft").endswith("03_decontamination/contaminated.jsonl")
+    assert "decontamination" not in STAGE["cpt"].upstream_in(recipe)
+    assert "decontamination" in STAGE["sft"].upstream_in(recipe)
+    with pytest.raises(RecipeError, match="decontamination stages: eval is not a training stage"):
+        load_recipe(PipelineRecipe, data={**data, "decontamination": {"stages": ["eval"]}})
 
 
 def test_eval_after_scores_every_trained_model_or_the_final_one(tmp_path):

@@ -271,8 +271,12 @@ class FinalOutputs(_JsonFile):
 
     def write(self, folder: str | Path) -> Path:
         """Flush every listed file to disk, then write the marker (fsynced): after a crash of the machine too, a
-        marker never vouches for a file still in the page cache."""
+        marker never vouches for a file still in the page cache. The files first get the user's umask mode
+        (yunshan.folders.apply_umask: safetensors writes its own 0600)."""
+        from yunshan.folders import apply_umask
+
         folder = Path(folder)
+        apply_umask(folder / name for name in self.files)
         for name in self.files:
             _fsync(folder / name)
         path = super().write(folder)

@@ -259,7 +259,7 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
 
         recipe = load_recipe(PipelineRecipe, args.config)
         a, cpt_sources, sft_sources = decontamination_plan(recipe, a)
-        pref_sources, pref_seed = preference_sources(recipe)
+        pref_sources, pref_seed = preference_sources(recipe, a)
     else:
         cpt_sources = sft_sources = None
     from yunshan.folder_lock import folder_lock

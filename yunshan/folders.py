@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path
 
 # The JSON files transformers reads from a model or tokenizer folder (a damaged one is named with its line).
@@ -129,11 +130,43 @@ def replace_folder(new: str | os.PathLike, out: str | os.PathLike) -> None:
             old.unlink()
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status); elsewhere set to
+    0o077 for an instant (a file another thread creates then is only more private) and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(paths) -> None:
+    """Give each file of `paths` the mode a file the user creates gets: 0666 (0777 for an executable) less the
+    umask. safetensors (0.8) writes through a private temporary file renamed into place, mode 0600, so a model
+    folder would otherwise hide its weights from the group and others the umask lets read every other file. Every
+    yunshan writer of safetensors calls it: `staged_folder` (export, merge, import-gguf, tokenizer extend), a
+    training run's final save (yunshan.artifacts.FinalOutputs.write) and checkpoints (mark_complete), `model
+    upcycle`. Links and folders are left alone."""
+    mask = _umask()
+    for path in map(Path, paths):
+        if path.is_symlink() or not path.is_file():
+            continue
+        mode = stat.S_IMODE(path.stat().st_mode)
+        wanted = (0o777 if mode & 0o111 else 0o666) & ~mask
+        if mode != wanted:
+            path.chmod(wanted)
+
+
 @contextlib.contextmanager
 def staged_folder(out: str | os.PathLike):
     """A fresh hidden folder beside `out` (`.NAME.partial-PID-RANDOM`) to write a whole output into. Leaving the block
     without an error puts it at `out` (replace_folder); an error removes it and leaves `out` as it was. The folder is
-    made with the mode any folder the user makes gets (not mkdtemp's private 0700), in the same filesystem as `out`.
+    made with the mode any folder the user makes gets (not mkdtemp's private 0700), in the same filesystem as `out`,
+    and its files get the mode of any file the user makes (`apply_umask`) before it is put in place.
 
     A symbolic link at `out` is written through: the folder it points to is replaced and the link kept, so the link
     still names the output (renaming the link aside would leave its target with the old contents). Callers hold
@@ -146,6 +179,7 @@ def staged_folder(out: str | os.PathLike):
     tmp.mkdir()
     try:
         yield tmp
+        apply_umask(tmp.rglob("*"))
         replace_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -7,13 +7,20 @@ transformers imports (and so runs) to load it. yunshan passes `trust_remote_code
 every load, False unless the user opted in (never None: transformers would then ask on a terminal and wait), and
 `refuse_remote_code` turns transformers' refusal into one line saying why and how to opt in. PanGu-π and OTCE
 folders saved by yunshan carry an auto_map too, for machines without yunshan; where yunshan is installed their
-classes are registered with the Auto classes, so they load without any remote code.
+classes are registered with the Auto classes, so they load without any remote code. The same opt-in lets an
+lm-evaluation-harness task YAML's `!function` run the Python beside it (yunshan/eval/lm_eval_tasks.py, `task_code`),
+refused in the same words (`refusal`) otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+
+
+def refusal(why: str, whose: str, opt_in: str) -> str:
+    """The one line refusing code the user did not ask to run: `why` (what would run, from where), then `opt_in`."""
+    return f"{why}, and yunshan runs {whose} only when asked: review that code, then run it with {opt_in}"
 
 
 @contextlib.contextmanager
@@ -31,5 +38,4 @@ def refuse_remote_code(folder: str | os.PathLike, opt_in: str | None, never: str
                "tokenizer_config.json)")
         if opt_in is None:
             raise ValueError(f"{why}; {never}") from None
-        raise ValueError(f"{why}, and yunshan runs a folder's own code only when asked: review that code, then run it "
-                         f"with {opt_in}") from None
+        raise ValueError(refusal(why, "a folder's own code", opt_in)) from None

@@ -356,6 +356,50 @@ def test_drop_writes_clean_copies_and_training_leaves_the_listed_samples_out(tmp
     assert [s.messages for s in kept] == [samples[1]["messages"]] and counts == {"contaminated": 1}
 
 
+def test_instruction_train_sets_against_held_out_instruction_sets(tmp_path):
+    """Held-out instruction sets (the eval's chat_loss sets) are evaluation sets: every sample of them, read as SFT
+    reads its layout, against every SFT training source read in its own; what each source holds of them is listed and
+    counted per source, and SFT leaves it out. On the command line: --instructions NAME=FORMAT:PATH or a mapping."""
+    from yunshan.eval.decontamination import DecontaminateArgs, run_decontamination
+
+    answer = "可以主张解除合同并请求赔偿损失，这是违约救济的通常做法；若对方已部分履行，还可以请求继续履行或者采取补救措施，并要求支付违约金。"
+    held = tmp_path / "held.jsonl"
+    held.write_text(json.dumps({"input": "请说明" + STATEMENT, "output": answer},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    alpaca = tmp_path / "alpaca.jsonl"
+    alpaca.write_text(json.dumps({"instruction": "请说明" + STATEMENT, "input": "", "output": answer},
+                                 ensure_ascii=False) + "\n"
+                      + json.dumps({"instruction": "你好", "input": "", "output": "你好！"}, ensure_ascii=False) + "\n",
+                      encoding="utf-8")
+    cflue = tmp_path / "cflue.jsonl"
+    cflue.write_text(json.dumps({"名称": "法律", "task": "单项选择题", "question": STATEMENT + "（）",
+                                 "choices": "{'A': '解除合同', 'B': '无权主张'}", "answer": "A", "analysis": ""},
+                                ensure_ascii=False) + "\n", encoding="utf-8")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"instruction": "写一首关于秋天的短诗", "instances": [{"input": "", "output": "落叶"}]},
+                                ensure_ascii=False) + "\n", encoding="utf-8")
+    heldout = {"name": "law", "path": str(held), "format": "alpaca", "columns": {"prompt": "input", "response": "output"}}
+    sources = [SftSourceArgs(name="alpaca", path=str(alpaca), format="alpaca"),
+               SftSourceArgs(name="cflue", path=str(cflue), format="cflue"),
+               SftSourceArgs(name="other", path=str(other), format="self_instruct")]
+    out = tmp_path / "out"
+    report, _ = run_decontamination(DecontaminateArgs(instructions=[heldout], out=str(out)), [], sources,
+                                    progress=False)
+    assert set(report.eval_sets) == {"instructions:law"} and report.eval_sets["instructions:law"].items == 1
+    counts = {name: (c.records, c.overlapping, c.contaminated) for name, c in report.sources.items()}
+    # The alpaca copy holds all of the held-out sample; the exam question its statement (less than half of it).
+    assert counts == {"sft:alpaca": (2, 1, 1), "sft:cflue": (1, 1, 0), "sft:other": (1, 0, 0)}
+    listed = [json.loads(line) for line in (out / "contaminated.jsonl").read_text().splitlines()]
+    assert [(e["source"], e["location"], e["eval"]) for e in listed] == [("sft:alpaca", f"{alpaca}:1", [f"{held}:1"])]
+    kept = read_sft_source(sources[0], "fail", counts := {}, Exclusions.load(str(out / "contaminated.jsonl")))
+    assert [s.messages[0]["content"] for s in kept] == ["你好"] and counts == {"contaminated": 1}
+    # The same from the command line.
+    assert decontaminate(alpaca, "--format", "alpaca", "--instructions",
+                         "{name: law, path: %s, format: alpaca, columns: {prompt: input, response: output}}" % held,
+                         "--out", tmp_path / "cli") == 0
+    assert json.loads((tmp_path / "cli" / "decontamination.json").read_text())["contaminated"] == 1
+
+
 def test_preference_sources_are_checked_as_pref_reads_them_and_their_listed_pairs_left_out(tmp_path, eval_sets):
     """A preference source (yunshan run's preference stage) is read as yunshan pref reads it: a scored record's pairs
     each on their own, so the pair whose rejected answer copies an evaluation question is listed and the other pair

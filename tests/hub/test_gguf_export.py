@@ -147,6 +147,36 @@ def test_an_f32_export_round_trips_exactly_and_describes_the_tokenizer(tmp_path)
     assert "library_name: gguf" in card and "tiny-F32.gguf" in card and "ollama create" in card
 
 
+# Plain added tokens (tokenizer.add_tokens: not special), as a team grows a vocabulary by hand.
+ADDED = ["民法典", "净息差", "<think>", "not special"]
+ADDED_TEXTS = ["根据《中华人民共和国民法典》第六百八十条", "净息差1.73%，民法典民法", "<think>x</think> not special",
+               "x民法典y净息差z"]
+
+
+def test_plain_added_tokens_are_written_as_llama_cpp_reads_them_and_come_back(tmp_path):
+    """A vocabulary grown by tokenizer.add_tokens: each added token is USER_DEFINED with its text as typed (what
+    llama.cpp matches whole in the raw text, as convert_hf_to_gguf.py writes it), the export's own check passes, and
+    `yunshan model import-gguf` gives back the source's vocabulary and token ids (transformers' loader alone cuts
+    民法典 into pieces)."""
+    tok = byte_bpe(tmp_path / "tok")
+    assert tok.add_tokens(ADDED) == len(ADDED)
+    tiny_llama(tmp_path / "llama", tok)
+    export_model(tmp_path / "llama", tmp_path / "out", gguf=True, quant="f32", name="tiny")
+    path = the_gguf(tmp_path / "out")
+    meta = metadata(path)
+    for text in ADDED:
+        i = tok.convert_tokens_to_ids(text)
+        assert meta["tokenizer.ggml.tokens"][i] == text and meta["tokenizer.ggml.token_type"][i] == \
+            gguf.TokenType.USER_DEFINED
+    _, back = imported(path, tmp_path / "imported")
+    assert back.get_vocab() == tok.get_vocab() and len(back) == len(tok)
+    for text in ADDED_TEXTS + PROBES:
+        assert back(text)["input_ids"] == tok(text)["input_ids"], text
+    assert tok.convert_tokens_to_ids("民法典") in tok(ADDED_TEXTS[0])["input_ids"]
+    report = json.loads((tmp_path / "imported" / "yunshan_import.json").read_text(encoding="utf-8"))
+    assert any("restored 3 added token(s)" in r and "'民法典'" in r for r in report["repairs"]), report["repairs"]
+
+
 @pytest.mark.parametrize("quant", ["f16", "bf16", "q8_0", "q4_1"])
 def test_quantised_exports_hold_exactly_what_ggufs_quantisers_make(tmp_path, quant):
     """Every 2-D weight read back equals gguf's quantise-then-dequantise of the original (the q/k row order undone

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.gguf
 
 from yunshan.hub.export import export_model  # noqa: E402
 
-from .test_gguf_export import PROBES, byte_bpe, imported, the_gguf, tiny_llama  # noqa: E402
+from .test_gguf_export import ADDED, ADDED_TEXTS, PROBES, byte_bpe, imported, the_gguf, tiny_llama  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 F32_LOGITS = 1e-3  # an f32 file: only the order of floating-point operations differs
@@ -252,6 +252,19 @@ def test_a_tiny_model_in_llama_cpp(tmp_path, kind):
     measured = check_with_llama_cpp(tmp_path / "model", model, tok, tmp_path / "out", domain_texts(),
                                     "根据刑法第二百六十四条，盗窃公私财物，数额较大的，The answer is B. 2023年", "tiny")
     print(kind, json.dumps(measured))
+
+
+def test_plain_added_tokens_in_llama_cpp(tmp_path):
+    """Tokens added by tokenizer.add_tokens (not special; CJK ones outside the byte alphabet): llama.cpp's ids equal
+    the HF tokenizer's, the added tokens matched whole."""
+    tok = byte_bpe(tmp_path / "tok")
+    tok.add_tokens(ADDED)
+    tiny_llama(tmp_path / "model", tok)
+    export_model(tmp_path / "model", tmp_path / "out", gguf=True, quant="f32", name="m")
+    llm = load(the_gguf(tmp_path / "out"), vocab_only=True)
+    for text in ADDED_TEXTS + domain_texts():
+        assert llama_cpp_ids(llm, text) == tok(text, add_special_tokens=False)["input_ids"], text
+    assert tok.convert_tokens_to_ids("民法典") in llama_cpp_ids(llm, ADDED_TEXTS[0])
 
 
 def _real_model() -> Path:

@@ -286,3 +286,89 @@ def test_the_card_always_states_the_decontamination_count(run_export, run_dir, t
     assert ("were **kept** in training" in data) == (report["contaminated"] > 0)
     assert (f"{report['contaminated']:,} of {report['records']:,} training records listed (kept)"
             in section(text, "Pipeline"))
+
+
+def _standalone_chain(run_dir, tmp_path, base: str) -> tuple:
+    """Copies of the fixture's standalone `yunshan cpt` (03_cpt) and `yunshan sft` (04_sft, trained from it), the
+    cpt's recipe naming `base` as the model it started from."""
+    import yaml
+
+    cpt, sft = tmp_path / "cpt2", tmp_path / "sft"
+    shutil.copytree(run_dir / "03_cpt", cpt)
+    shutil.copytree(run_dir / "04_sft", sft)
+    for folder, model in ((cpt, base), (sft, str(cpt))):
+        recipe = yaml.safe_load((folder / "recipe.yaml").read_text(encoding="utf-8"))
+        recipe["model"]["name_or_path"] = model
+        (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True), encoding="utf-8")
+    return cpt, sft
+
+
+def test_standalone_cpt_then_sft_names_the_checkpoint_the_cpt_started_from(run_dir, tmp_path, capsys):
+    """`yunshan export runs/sft --eval BASE/results.json` after standalone cpt and sft: the card follows the run
+    folders back (sft -> cpt -> base) and names the original checkpoint, never the CPT folder; its pipeline shows both
+    stages; --eval of the base's results says they are another model's (named) and why model-index stays empty."""
+    from yunshan.cli import main
+
+    cpt, sft = _standalone_chain(run_dir, tmp_path, str(run_dir / "00_base"))
+    assert main(["export", str(sft), "--out", str(tmp_path / "e"), "--license", "mit",
+                 "--eval", str(run_dir / "02_eval_before" / "results.json")]) == 0
+    printed = capsys.readouterr().out
+    text, meta = card_of(tmp_path / "e")
+    assert "cpt2" not in text and "base_model" not in meta  # a local stand-in base: named in the body only
+    assert "| base model | `00_base` (stand-in, see above) |" in section(text, "Model")
+    assert "built from `00_base`" in text and "**Demo model.**" in text
+    pipeline = section(text, "Pipeline")
+    assert re.search(r"\| cpt \| continual pretraining \|  \| [\d,]+ tokens, 4 steps \|", pipeline), pipeline
+    assert re.search(r"\| sft \| .* \| [\d,]+ samples, 4 steps \|", pipeline), pipeline
+    assert "| finance | `finance/train.jsonl` |" in section(text, "Training data")  # the cpt's, from its folder
+    assert "base_model - (00_base: a local folder, not a Hub id)" in printed, printed
+    assert "0 model-index result(s)" in printed
+    assert (f"note: --eval {run_dir / '02_eval_before' / 'results.json'}: it holds the results of 00_base "
+            f"({run_dir / '00_base'}), the model the training started from, not of the exported weights") in printed
+
+    # The cpt started from a Hub id: that is the card's base_model.
+    shutil.rmtree(tmp_path / "cpt2"), shutil.rmtree(tmp_path / "sft")
+    cpt, sft = _standalone_chain(run_dir, tmp_path, "HuggingFaceTB/SmolLM2-135M")
+    export_model(sft, tmp_path / "hub", license="mit")
+    text, meta = card_of(tmp_path / "hub")
+    assert meta["base_model"] == "HuggingFaceTB/SmolLM2-135M" and "cpt2" not in text
+    assert "built from [HuggingFaceTB/SmolLM2-135M](https://huggingface.co/HuggingFaceTB/SmolLM2-135M)" in text
+
+    # ... from a folder `yunshan model import-gguf` wrote: the GGUF file it came from, and the Hub repository the
+    # file's metadata names.
+    imported = tmp_path / "smollm2-135m"
+    shutil.copytree(run_dir / "00_base", imported)
+    (imported / "STAND_IN_BASE.md").unlink()
+    (imported / "yunshan_import.json").write_text(json.dumps({
+        "source": {"file": "SmolLM2-135M-Instruct.Q4_1.gguf", "bytes": 1, "sha256": "b179c952"},
+        "gguf_metadata": {"general.name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "general.organization": "HuggingFaceTB",
+                          "general.repo_url": "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct"}}))
+    shutil.rmtree(tmp_path / "cpt2"), shutil.rmtree(tmp_path / "sft")
+    cpt, sft = _standalone_chain(run_dir, tmp_path, str(imported))
+    export_model(sft, tmp_path / "gguf", license="mit")
+    text, meta = card_of(tmp_path / "gguf")
+    assert meta["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and "cpt2" not in text
+    assert ("imported by `yunshan model import-gguf` from `SmolLM2-135M-Instruct.Q4_1.gguf` "
+            "(Smollm2 135M 8k Lc100K Mix1 Ep2, HuggingFaceTB)") in text
+
+
+def test_an_eval_file_that_adds_nothing_says_why(tmp_path):
+    """The reasons `--eval` gives when a results file puts nothing into model-index: no model in it, another model's
+    results (named, with what it is to this model), or only tasks without a benchmark score."""
+    from yunshan.artifacts import Metric
+    from yunshan.hub.provenance import EvalColumn, _adds_nothing
+
+    path = tmp_path / "results.json"
+    bpc = Metric("bpc/general", "general", "bits per character", 1.2)
+    fineval = Metric("fineval", "FinEval", "accuracy", 40.0, eval_result={"task_type": "x"})
+    assert _adds_nothing(path, [], {}) == f"--eval {path}: it holds no model's results, so it adds nothing to the card"
+    other = EvalColumn("b", {"fineval": fineval}, model=str(tmp_path / "base"))
+    assert _adds_nothing(path, [other], {(tmp_path / "base").resolve(): "the model the training started from"}) == (
+        f"--eval {path}: it holds the results of base ({tmp_path / 'base'}), the model the training started from, not "
+        "of the exported weights (by the sha256 yunshan eval recorded): shown as a comparison column, left out of "
+        "model-index")
+    mine = EvalColumn("m", {"bpc/general": bpc}, this_model=True, verified=True)
+    assert _adds_nothing(path, [mine], {}) == (f"--eval {path}: its tasks (bpc) record no metric the Hub's model-index "
+                                               "takes (a benchmark score): shown in the evaluation table only")
+    assert _adds_nothing(path, [EvalColumn("m", {"fineval": fineval}, this_model=True)], {}) is None
+    assert _adds_nothing(path, [EvalColumn("m", {}, stale=True)], {}) is None  # noted apart: recorded for other files

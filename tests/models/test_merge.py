@@ -213,6 +213,18 @@ def test_the_command_line_merges_and_the_result_loads_and_runs(family, tmp_path,
                  "--weight", "1.0"]) == 0
 
 
+def test_a_merged_folder_has_the_users_umask(family, tmp_path):
+    """safetensors writes its file 0600: the merged model.safetensors gets the mode every other file gets."""
+    from fixtures import file_modes, umask
+
+    from yunshan.cli import main
+
+    with umask(0o027):
+        assert main(["model", "merge", str(family["cpt"]), str(family["instruct"]), str(tmp_path / "out")]) == 0
+    modes = file_modes(tmp_path / "out")
+    assert "model.safetensors" in modes and set(modes.values()) == {0o640}, modes
+
+
 def test_the_refit_trains_only_the_new_rows_and_fits_them_to_the_merged_body(family, tmp_path):
     """--refit-new-rows N: after the merge, N steps train the rows of the tokens only MODEL has (input and output)
     with every other weight frozen: every other tensor and every shared row is the plain merge's bit for bit, the

@@ -80,6 +80,21 @@ def test_end_to_end_outputs_token_shares_and_monitor(setup, tmp_path):
     assert summary["steps"] == 24
 
 
+def test_a_run_folder_and_its_checkpoints_have_the_users_umask(setup, tmp_path):
+    """safetensors writes its files 0600: the model and every checkpoint's weights get the mode of every other file
+    the run writes (the user's umask)."""
+    from fixtures import file_modes, umask
+
+    out = tmp_path / "run"
+    data = recipe_dict(setup, out, max_steps=2, save_steps=1, save_total_limit=2)
+    data["monitor"]["every_steps"] = 0
+    with umask(0o027):
+        run_cpt(load_recipe(CptArgs, data=data))
+    modes = file_modes(out)
+    assert {"model.safetensors", "checkpoints/checkpoint-2/model.safetensors"} <= set(modes), sorted(modes)
+    assert set(modes.values()) == {0o640}, {name: oct(mode) for name, mode in modes.items() if mode != 0o640}
+
+
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path, precision):
     """Bit-identical weights after SIGKILL + resume, in float32 and under bf16 autocast (what `auto` picks on

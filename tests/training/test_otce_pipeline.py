@@ -30,8 +30,9 @@ def test_otce_through_the_whole_pipeline_and_export(tmp_path):
     out = tmp_path / "run"
     assert json.loads((out / "05_sft/config.json").read_text())["model_type"] == "otce"
     after = json.loads((out / "07_eval_after/results.json").read_text())
-    # tiny_recipe evaluates the benchmarks and two sets of a user's own (eval/generic.py).
-    assert set(after["tasks"]) == {"bpc", "fineval", "mc:bank", "qa"} and len(after["models"]) == 3  # after cpt, sft, preference
+    # tiny_recipe evaluates the benchmarks, two sets of a user's own (eval/generic.py) and a held-out instruction set.
+    assert set(after["tasks"]) == {"bpc", "fineval", "mc:bank", "qa", "chat_loss"} and len(after["models"]) == 3  # after cpt, sft, preference
+    assert all(r["sets"]["advice"]["tokens"] > 0 for r in after["tasks"]["chat_loss"]["results"].values())
     assert json.loads((out / "06_preference/config.json").read_text())["model_type"] == "otce"  # DPO on its LoRA
     export = out / "08_export"
     assert (export / "modeling_otce.py").is_file() and (export / "README.md").is_file()

@@ -442,6 +442,32 @@ def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
     assert report.samples == 20
 
 
+def test_nothing_left_for_training_names_the_cause_and_every_count(world, tmp_path, capsys):
+    """`data.sources.0.heldout=100000` holds out every pair: one line says the held-out split took them all and gives
+    the counts (read, dropped while reading by reason, held out, left for training); a max_length no pair fits says
+    length fitting dropped them, by reason."""
+    from transformers import AutoTokenizer
+
+    from yunshan.cli import main
+    from yunshan.training.preference import build_preference_data
+
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe_data(world, tmp_path / "out")))
+    assert main(["pref", "--config", str(tmp_path / "r.yaml"), "data.sources.0.heldout=100000"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("yunshan pref: error: no preference sample left for training: the held-out split took every pair "
+                   "read (data.sources.0.heldout: 100000): hold out fewer than the source holds; per source (pairs): "
+                   "domains: 160 read, 160 held out, 0 left for training"), err
+    assert not (tmp_path / "out").exists()
+    data = recipe_data(world, tmp_path / "out")
+    data["data"]["max_length"] = 4
+    with pytest.raises(ValueError) as err:
+        build_preference_data(load_recipe(PrefArgs, data=data), AutoTokenizer.from_pretrained(world / "llama"))
+    assert str(err.value) == (
+        "no preference sample left for training: every pair left for training was dropped fitting data.max_length "
+        "(4): raise it, or set data.overlong: truncate; per source (pairs): domains: 160 read, 24 held out, "
+        "136 left for training, 136 (prompt_too_long 136) dropped fitting data.max_length")
+
+
 # ----------------------------------------------------------------------------- engines
 
 

@@ -90,6 +90,25 @@ def test_a_tiny_model_answers_held_out_prompts_of_the_trained_form(task, tmp_pat
     assert summary["steps"] == 40
 
 
+def test_nothing_left_for_training_names_the_cause_and_every_count(task):
+    """Sources whose held-out split takes every sample stop in one line saying so, with each source's counts."""
+    from transformers import AutoTokenizer
+
+    from yunshan.data.chat import ensure_chat_template
+
+    root, _ = task
+    tok = AutoTokenizer.from_pretrained(root / "tok")
+    ensure_chat_template(tok)
+    r = recipe(root, root / "x")
+    r.data.sources[0].heldout, r.data.sources[1].heldout = 300, 1000
+    with pytest.raises(ValueError) as err:
+        build_sft_data(r, tok)
+    assert str(err.value) == (
+        "no SFT sample left for training: the held-out split took every sample read (data.sources.0.heldout: 300, "
+        "data.sources.1.heldout: 1000): hold out fewer than the source holds; per source (samples): alpaca: 300 "
+        "read, 300 held out, 0 left for training; chat: 60 read, 60 held out, 0 left for training")
+
+
 @pytest.mark.parametrize("arch", ["pangu_pi", "llama"])
 def test_packed_logits_equal_unpacked(task, arch):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM

@@ -1,17 +1,35 @@
-"""Instruction data: read alpaca, messages, ShareGPT, C-Eval/FinEval CSV and JEC-QA records as conversations.
+"""Instruction data: read alpaca, messages, ShareGPT, exam rows (C-Eval/FinEval CSV, Fin-Eva JSON Lines), JEC-QA,
+CFLUE and Self-Instruct records as conversations, each release in its own layout.
 
 Every source declares its format; files are read by the data layer's one reader (yunshan.data.records) and each
 record becomes a list of {"role", "content"} turns (optional system first, then user/assistant alternating, ending
 with an assistant turn). A record that does not fit is a `BadRecord` that raises `BadRecordError` naming the file,
 line and field (policy `fail`) or is counted by reason (policy `skip`): wrong role order, empty assistant turn,
-unknown role, missing field, malformed JSON.
+unknown role, missing field, malformed JSON, an answer that is not among the options.
 
-Exam rows become question -> answer: the C-Eval prompt style (subject from the file name, options A-D) and the
-answer letter, followed by the explanation when the row has one; JEC-QA records list every correct letter.
+The formats, each a release's own layout:
+- alpaca: `instruction, input, output`, optional `system` and `history` ([[q, a], ...]); other field names through
+  `columns`, named as LLaMA-Factory's dataset_info.json names them (prompt, query, response, history, system). The
+  history turns, then instruction + "\\n" + input -> output.
+- messages: `messages: [{role, content}, ...]`; sharegpt: `conversations: [{from, value}, ...]`.
+- ceval: C-Eval/FinEval CSV `{dev,val}/{subject}_{split}.csv` (id, question, A-D, answer, [explanation]: the subject
+  from the file name), or such rows in JSON Lines as Fin-Eva ships them (2-6 options from A, an optional `context`
+  before the question, or no options and a 是/否 answer: a judgement). The exam prompt -> 答案：X (解析：
+  explanation).
+- jecqa: JEC-QA `statement, option_list, answer: [letters]` -> 答案：A、C.
+- cflue: CFLUE knowledge `名称, task, question, choices, answer, analysis`; `choices` is a Python dict literal in a
+  string, `task` 单项选择题, 多项选择题 or 判断题 -> 答案：ABD (解析：analysis).
+- self_instruct: Self-Instruct `instruction, instances: [{input, output}, ...]`: one sample per instance,
+  instruction + "\\n" + input -> output.
+
+An alpaca response that is a JSON object or list instead of a string (CFLUE's extraction tasks give their answers
+so) is the answer written as JSON (`json.dumps`, non-ASCII kept), the text a model would have to produce.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +39,21 @@ from yunshan.field_rules import check_fields
 from .files import resolve_paths
 from .records import BadRecord, fail_or_count, read_records
 
-SFT_FORMATS = ("alpaca", "messages", "sharegpt", "ceval", "jecqa")
+SFT_FORMATS = ("alpaca", "messages", "sharegpt", "ceval", "jecqa", "cflue", "self_instruct")
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
 CEVAL_COLUMNS = ("question", "A", "B", "C", "D", "answer")
+# The alpaca columns and the fields they read by default. The names are LLaMA-Factory's (dataset_info.json
+# `columns`: prompt, query, response, history, system); its defaults are instruction, input and output, and yunshan
+# also reads `history` and `system` when a record has them.
+ALPACA_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "history": "history",
+                  "system": "system"}
+OPTIONAL_COLUMNS = ("query", "history", "system")  # null in `columns`: the records have none
+OPTION_LETTERS = "ABCDEF"
+# Exam kinds as the prompt names them (CFLUE's `task` values; C-Eval and Fin-Eva rows are single choice or, without
+# options, 是/否 judgements).
+EXAM_KINDS = ("单项选择题", "多项选择题", "判断题")
+JUDGEMENT_ANSWERS = ("是", "否")
 
 
 @dataclass
@@ -41,6 +70,11 @@ class SftSourceArgs:
     max_samples: int | None = field(default=None, metadata={"range": ">= 0",
         "help": "cap on samples from this source (after weight)"})
     system: str | None = field(default=None, metadata={"help": "system prompt added to samples that have none"})
+    columns: dict[str, str] | None = field(default=None, metadata={
+        "help": "format alpaca: the record field of each part, as LLaMA-Factory's dataset_info.json `columns` names "
+                "them: prompt (default instruction), query (input), response (output), history (history), system "
+                "(system); query, history and system may be null (not read), and a query naming the prompt's field "
+                "is not read twice: {prompt: input, response: output} reads records of input and output only"})
     heldout: int = field(default=0, metadata={"range": ">= 0", "help": "samples held out for generation at the end"})
     card: str | None = field(default=None, metadata={"help": "data card id (data_cards/<card>.md) describing it"})
 
@@ -48,6 +82,19 @@ class SftSourceArgs:
         check_fields(self)
         if self.format not in SFT_FORMATS:
             raise ValueError(f"sft source {self.name!r}: format {self.format!r} is not one of {', '.join(SFT_FORMATS)}")
+        if self.columns is not None:
+            if self.format != "alpaca":
+                raise ValueError(f"sft source {self.name!r}: columns apply to format alpaca only (format is "
+                                 f"{self.format!r})")
+            unknown = [k for k in self.columns if k not in ALPACA_COLUMNS]
+            if unknown:
+                raise ValueError(f"sft source {self.name!r}: columns.{unknown[0]} is not an alpaca column; valid: "
+                                 f"{', '.join(ALPACA_COLUMNS)} (LLaMA-Factory's names)")
+            for key, value in self.columns.items():
+                if not (isinstance(value, str) and value) and not (value is None and key in OPTIONAL_COLUMNS):
+                    raise ValueError(f"sft source {self.name!r}: columns.{key} must name a record field"
+                                     + (" (or be null: not read)" if key in OPTIONAL_COLUMNS else "")
+                                     + f", got {value!r}")
 
 
 @dataclass
@@ -58,7 +105,7 @@ class Sample:
 
 
 def _files(args: SftSourceArgs) -> list[str]:
-    exts = (".csv",) if args.format == "ceval" else (".jsonl", ".json")
+    exts = (".csv", ".jsonl", ".json") if args.format == "ceval" else (".jsonl", ".json")
     return resolve_paths(args.path, f"sft source {args.name!r}", keep=lambda p: Path(p).suffix in exts,
                          kinds="file")
 
@@ -98,28 +145,40 @@ def validate_turns(turns: list[dict], field_name: str) -> list[dict]:
     return turns
 
 
-def from_alpaca(obj: dict) -> list[dict]:
+def _response(obj: dict, key: str) -> str:
+    """An answer field: a string, or a JSON object or list written as JSON (a structured answer is that text)."""
+    if key in obj and isinstance(obj[key], (dict, list)):
+        return json.dumps(obj[key], ensure_ascii=False)
+    return _text(obj, key)
+
+
+def from_alpaca(obj: dict, columns: dict[str, str] | None = None) -> list[dict]:
+    """Alpaca turns; `columns` maps LLaMA-Factory's column names (prompt, query, response, history, system) to the
+    record's fields where they differ from the defaults (ALPACA_COLUMNS)."""
+    col = {**ALPACA_COLUMNS, **(columns or {})}
+    if col["query"] == col["prompt"]:  # {prompt: input}: the field is the prompt, not also its query
+        col["query"] = None
     turns = []
-    system = _text(obj, "system", required=False)
+    system = _text(obj, col["system"], required=False) if col["system"] else ""
     if system.strip():
         turns.append({"role": "system", "content": system})
-    history = obj.get("history") or []
+    history = (obj.get(col["history"]) if col["history"] else None) or []
     if not isinstance(history, list):
-        raise BadRecord("missing_field", "history", "expected a list of [instruction, response] pairs")
+        raise BadRecord("missing_field", col["history"], "expected a list of [instruction, response] pairs")
     for i, pair in enumerate(history):
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-            raise BadRecord("missing_field", f"history[{i}]", "expected [instruction, response]")
+            raise BadRecord("missing_field", f"{col['history']}[{i}]", "expected [instruction, response]")
         turns += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
-    instruction = _text(obj, "instruction")
-    extra = _text(obj, "input", required=False)
-    output = _text(obj, "output")
+    instruction = _text(obj, col["prompt"])
+    extra = _text(obj, col["query"], required=False) if col["query"] else ""
+    output = _response(obj, col["response"])
     if not instruction.strip():
-        raise BadRecord("empty_user", "instruction", "empty instruction")
+        raise BadRecord("empty_user", col["prompt"], "empty instruction")
     if not output.strip():
-        raise BadRecord("empty_assistant", "output", "empty output")
+        raise BadRecord("empty_assistant", col["response"], "empty output")
     prompt = instruction + ("\n" + extra if extra.strip() else "")
     turns += [{"role": "user", "content": prompt}, {"role": "assistant", "content": output}]
-    return validate_turns(turns, "history")
+    return validate_turns(turns, col["history"] or "history")
 
 
 def from_messages(obj: dict) -> list[dict]:
@@ -155,25 +214,66 @@ def from_sharegpt(obj: dict) -> list[dict]:
     return validate_turns(turns, "conversations")
 
 
-def exam_prompt(question: str, options: dict[str, str], subject: str | None, multi: bool = False) -> str:
-    kind = "不定项选择题" if multi else "单项选择题"
-    header = f"以下是关于{subject}的{kind}，请选出正确答案。\n\n" if subject else f"以下是{kind}，请选出正确答案。\n\n"
+def exam_prompt(question: str, options: dict[str, str], subject: str | None, multi: bool = False,
+                kind: str | None = None) -> str:
+    """The exam prompt: a header naming the kind (and subject), the question, then "X. option" lines. `kind` is one
+    of EXAM_KINDS (default: 不定项选择题 when `multi`, else 单项选择题)."""
+    kind = kind or ("不定项选择题" if multi else "单项选择题")
+    ask = "请回答是或否。" if kind == "判断题" and not options else "请选出正确答案。"
+    header = f"以下是关于{subject}的{kind}，{ask}\n\n" if subject else f"以下是{kind}，{ask}\n\n"
     return header + question + "".join(f"\n{k}. {v}" for k, v in options.items())
 
 
-def from_ceval_row(row: dict, subject: str) -> list[dict]:
-    for key in ("question", "A", "B", "C", "D", "answer"):
+def _row_options(row: dict) -> dict[str, str]:
+    """The options A, B, ... of an exam row, in order: as many letters as the row has, none missing or empty between.
+    Empty options at the end are absent ones (a CSV gives every column: Fin-Eva's true/false rows leave C and D
+    empty)."""
+    present = [k for k in OPTION_LETTERS if k in row]
+    letters = OPTION_LETTERS[: len(present)]
+    if present != list(letters):
+        gap = next(k for k in letters if k not in row)
+        raise BadRecord("missing_field", gap,
+                        f"options must run from A without a gap; the row has {', '.join(present)}")
+    filled = [k for k in letters if row[k] is not None and str(row[k]).strip()]
+    letters = letters[: OPTION_LETTERS.index(filled[-1]) + 1] if filled else ""
+    for k in letters:
+        if k not in filled:
+            raise BadRecord("missing_field", k, f"empty option {k} before option {filled[-1]}")
+    return {k: str(row[k]) for k in letters}
+
+
+def from_ceval_row(row: dict, subject: str | None) -> list[dict]:
+    """A C-Eval/FinEval row (question, A-D, answer, optional explanation), or a Fin-Eva row in JSON Lines: 2-6
+    options from A, an optional `context` put before the question, or no options and a 是/否 answer (a judgement)."""
+    for key in ("question", "answer"):
         if row.get(key) is None or not str(row[key]).strip():
-            raise BadRecord("missing_field", key, f"C-Eval rows need id,question,A,B,C,D,answer (empty {key})")
-    answer = row["answer"].strip()
-    if answer not in ("A", "B", "C", "D"):
-        raise BadRecord("bad_answer", "answer", f"answer must be one of A, B, C, D, got {answer!r}")
+            raise BadRecord("missing_field", key, f"exam rows need question and answer (empty or absent {key}); "
+                                                  "C-Eval rows are id,question,A,B,C,D,answer")
+    options = _row_options(row)
+    answer = str(row["answer"]).strip()
+    if not options:
+        if answer not in JUDGEMENT_ANSWERS:
+            raise BadRecord("bad_answer", "answer",
+                            f"a row without options is a 是/否 judgement; answer must be 是 or 否, got {answer!r}")
+        kind = "判断题"
+    else:
+        if len(options) < 2:
+            raise BadRecord("missing_field", "B", "an exam row needs at least two options (A and B)")
+        if answer not in options:
+            raise BadRecord("bad_answer", "answer", f"answer must be one of {', '.join(options)}, got {answer!r}")
+        kind = "单项选择题"
     reply = f"答案：{answer}"
-    explanation = (row.get("explanation") or "").strip()
+    explanation = str(row.get("explanation") or "").strip()
     if explanation:
         reply += f"\n解析：{explanation}"
-    prompt = exam_prompt(row["question"], {k: row[k] for k in "ABCD"}, subject)
-    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]
+    question = str(row["question"])
+    context = row.get("context")
+    if context is not None and not isinstance(context, str):
+        raise BadRecord("non_string_field", "context", f"expected a string, got {type(context).__name__}")
+    if context and context.strip():
+        question = context + "\n\n" + question
+    return [{"role": "user", "content": exam_prompt(question, options, subject, kind=kind)},
+            {"role": "assistant", "content": reply}]
 
 
 def from_jecqa(obj: dict) -> list[dict]:
@@ -186,6 +286,68 @@ def from_jecqa(obj: dict) -> list[dict]:
         raise BadRecord("bad_answer", "answer", f"expected a non-empty list of option letters, got {answer!r}")
     prompt = exam_prompt(statement, dict(sorted(options.items())), None, multi=True)
     return [{"role": "user", "content": prompt}, {"role": "assistant", "content": "答案：" + "、".join(sorted(answer))}]
+
+
+def from_cflue(obj: dict) -> list[dict]:
+    """A CFLUE knowledge record: `choices` is a Python dict literal in a string (single quotes), read with
+    ast.literal_eval, never evaluated as code; `answer` holds the correct letters (one for 单项选择题 and 判断题)."""
+    subject = _text(obj, "名称", required=False).strip() or None
+    kind = _text(obj, "task")
+    if kind not in EXAM_KINDS:
+        raise BadRecord("unknown_shape", "task", f"{kind!r} is not one of {', '.join(EXAM_KINDS)}")
+    question = _text(obj, "question")
+    if not question.strip():
+        raise BadRecord("empty_user", "question", "empty question")
+    raw = obj.get("choices")
+    if raw is None:
+        raise BadRecord("missing_field", "choices", "expected a string such as \"{'A': '...', 'B': '...'}\"")
+    try:
+        choices = ast.literal_eval(raw) if isinstance(raw, str) else raw
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as err:
+        raise BadRecord("bad_options", "choices", f"not a Python dict literal ({type(err).__name__})") from None
+    if not (isinstance(choices, dict) and len(choices) >= 2 and all(isinstance(k, str) and isinstance(v, str)
+                                                                    for k, v in choices.items())):
+        raise BadRecord("bad_options", "choices",
+                        f"expected at least two options {{'A': text, 'B': text, ...}}, got {str(raw)[:60]!r}")
+    answer = _text(obj, "answer").strip()
+    if not answer or any(a not in choices for a in answer) or len(set(answer)) != len(answer):
+        raise BadRecord("bad_answer", "answer",
+                        f"expected distinct letters among {', '.join(choices)}, got {answer!r}")
+    if kind != "多项选择题" and len(answer) != 1:
+        raise BadRecord("bad_answer", "answer", f"a {kind} has one answer, got {answer!r}")
+    reply = f"答案：{answer}"
+    analysis = _text(obj, "analysis", required=False).strip()
+    if analysis:
+        reply += f"\n解析：{analysis}"
+    return [{"role": "user", "content": exam_prompt(question, dict(sorted(choices.items())), subject, kind=kind)},
+            {"role": "assistant", "content": reply}]
+
+
+def from_self_instruct(obj: dict) -> list[list[dict]]:
+    """A Self-Instruct task: one conversation per instance (instruction + "\\n" + the instance's input -> its
+    output), as the Self-Instruct paper fine-tunes on every instance."""
+    instruction = _text(obj, "instruction")
+    if not instruction.strip():
+        raise BadRecord("empty_user", "instruction", "empty instruction")
+    instances = obj.get("instances")
+    if not isinstance(instances, list) or not instances:
+        raise BadRecord("missing_field", "instances", "expected a non-empty list of {input, output}")
+    return [_instance_turns(instruction, instance, f"instances[{i}]") for i, instance in enumerate(instances)]
+
+
+def _instance_turns(instruction: str, instance, where: str) -> list[dict]:
+    if not isinstance(instance, dict):
+        raise BadRecord("missing_field", where, "expected {input, output}")
+    try:
+        extra = _text(instance, "input", required=False)
+        output = _text(instance, "output")
+    except BadRecord as bad:
+        bad.field_name = f"{where}.{bad.field_name}"
+        raise
+    if not output.strip():
+        raise BadRecord("empty_assistant", f"{where}.output", "empty output")
+    prompt = instruction + ("\n" + extra if extra.strip() else "")
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": output}]
 
 
 def ceval_subject(path: str) -> str:
@@ -222,14 +384,18 @@ def sft_records(args: SftSourceArgs):
 
 
 def _records(args: SftSourceArgs, path: str):
-    """(location, turns or BadRecord) for every record of one file."""
-    if args.format == "ceval":
-        convert, subject = from_ceval_row, ceval_subject(path)
+    """(location, turns or BadRecord) for every record of one file; a Self-Instruct task with several instances gives
+    one sample per instance ("file:line instance i")."""
+    csv_file = path.lower().endswith(".csv")
+    if csv_file:
         records = read_records(path, "csv", csv_columns=CEVAL_COLUMNS)
     else:
-        convert = {"alpaca": from_alpaca, "messages": from_messages, "sharegpt": from_sharegpt,
-                   "jecqa": from_jecqa}[args.format]
         records = read_records(path, "jsonl" if path.endswith(".jsonl") else "json")
+    # A C-Eval CSV is one subject, named by its file; Fin-Eva's JSON Lines mix subjects and name none.
+    subject = ceval_subject(path) if csv_file else None
+    convert = {"alpaca": lambda o: from_alpaca(o, args.columns), "messages": from_messages,
+               "sharegpt": from_sharegpt, "ceval": lambda o: from_ceval_row(o, subject), "jecqa": from_jecqa,
+               "cflue": from_cflue, "self_instruct": from_self_instruct}[args.format]
     for location, obj, _ in records:
         if isinstance(obj, BadRecord):
             yield location, obj
@@ -238,9 +404,17 @@ def _records(args: SftSourceArgs, path: str):
             yield location, BadRecord("malformed_json", None, f"expected an object, got {type(obj).__name__}", location)
             continue
         try:
-            yield location, convert(obj, subject) if args.format == "ceval" else convert(obj)
+            converted = convert(obj)
         except BadRecord as bad:
             yield location, bad.at(location)
+            continue
+        if args.format != "self_instruct":
+            yield location, converted
+        elif len(converted) == 1:
+            yield location, converted[0]
+        else:
+            for i, turns in enumerate(converted):
+                yield f"{location} instance {i}", turns
 
 
 def mix_sft_sources(per_source: dict[str, list[Sample]], sources: list[SftSourceArgs], seed: int):
@@ -261,3 +435,48 @@ def mix_sft_sources(per_source: dict[str, list[Sample]], sources: list[SftSource
         train.extend(chosen)
     rng.shuffle(train)
     return train, heldout
+
+
+def nothing_left(kind: str, unit: str, sources: list, read: dict[str, int], dropped: dict[str, dict[str, int]],
+                 train: list, heldout: list, all_drops: dict[str, dict[str, int]], max_length: int) -> str:
+    """Why a mixture left nothing to train on (the error of `yunshan sft` and `yunshan pref`), in one line: the cause
+    (nothing read, the held-out split took everything, weight and max_samples, or length fitting), then every
+    source's counts: `unit`s read, dropped while reading (`dropped`, by reason), held out, left for training (the
+    mixer's `heldout` and `train` items, each with `.source`), dropped fitting `max_length` (`all_drops` less
+    `dropped`)."""
+    fit_drops = {name: {r: n - dropped[name].get(r, 0) for r, n in table.items() if n > dropped[name].get(r, 0)}
+                 for name, table in all_drops.items()}
+
+    def count(items: list) -> dict[str, int]:
+        out = {s.name: 0 for s in sources}
+        for item in items:
+            out[item.source] += 1
+        return out
+
+    def reasons(table: dict[str, int]) -> str:
+        return f"{sum(table.values())} ({', '.join(f'{r} {n}' for r, n in sorted(table.items()))})"
+
+    held, trained = count(heldout), count(train)
+    took = [f"data.sources.{i}.heldout: {s.heldout}" for i, s in enumerate(sources)
+            if read[s.name] and held[s.name] >= read[s.name]]
+    if not any(read.values()):
+        cause = ("every record was dropped while reading" if any(dropped.values())
+                 else f"the sources hold no {unit}")
+    elif not train and took:
+        cause = (f"the held-out split took every {unit} read ({', '.join(took)}): hold out fewer than the source "
+                 "holds")
+    elif not train:
+        cause = f"weight and max_samples left no {unit} to train on"
+    else:
+        cause = (f"every {unit} left for training was dropped fitting data.max_length ({max_length}): raise it, or set "
+                 "data.overlong: truncate")
+    counts = []
+    for s in sources:
+        bits = [f"{read[s.name]} read"]
+        if dropped[s.name]:
+            bits.append(f"{reasons(dropped[s.name])} dropped while reading")
+        bits += [f"{held[s.name]} held out", f"{trained[s.name]} left for training"]
+        if fit_drops[s.name]:
+            bits.append(f"{reasons(fit_drops[s.name])} dropped fitting data.max_length")
+        counts.append(f"{s.name}: {', '.join(bits)}")
+    return f"no {kind} sample left for training: {cause}; per source ({unit}s): {'; '.join(counts)}"

@@ -64,6 +64,7 @@ BAD_REASONS = {
     "empty_user": "an empty user turn",
     "empty_assistant": "an empty assistant turn",
     "bad_answer": "an exam answer that is not among the options",
+    "bad_options": "exam options that cannot be read (CFLUE's choices: not a Python dict literal of letter -> text)",
     "identical_answers": "a preference pair whose chosen and rejected answers are the same text",
     "no_pair": "scored completions that give no pair under the pairing rule (fewer than two usable completions, "
                "or every score within min_score_gap of the others)",

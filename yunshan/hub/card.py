@@ -16,7 +16,7 @@ What the card is built from, and what it shows when a part is missing (every par
 | source | card section | when missing |
 |---|---|---|
 | run.json stages (name, status, seconds, summary) | Pipeline table | plain model folder: one row from its data_report.json (its kind), else a line saying no training record was found |
-| run.json `base_model`, `--base-model` | `base_model` front matter, intro | omitted from the front matter when it is not a Hub id (a local folder is named in the body instead) |
+| run.json `base_model`, `--base-model`; for a plain folder its recipe's model, followed back through the yunshan cpt / sft folders it names to the checkpoint the first started from (a GGUF import's `yunshan_import.json`: the file and the Hub repository its metadata names) | `base_model` front matter, intro | omitted from the front matter when it is not a Hub id (a local folder is named in the body instead) |
 | cpt stage `data_report.json` + `recipe.yaml` | Continual-pretraining tokens per source | "not recorded" |
 | sft stage `data_report.json` + `recipe.yaml` | SFT samples and tokens per source | "not recorded" |
 | preference stage `data_report.json` + `recipe.yaml` | Preference tuning: method, pairs per source, held-out preference metrics before and after | section left out |
@@ -350,6 +350,8 @@ def _intro(prov: Provenance, facts: ExportFacts, base_id: str | None) -> list[st
     base = f"[{base_id}](https://huggingface.co/{base_id})" if base_id else (
         f"`{Path(prov.base_model).name}`" if prov.base_model and Path(prov.base_model).exists() else
         f"`{prov.base_model}`" if prov.base_model else "its base model")
+    if prov.base_source:
+        base += f", {prov.base_source},"
     what = "A LoRA adapter of a finance and legal specialist" if facts.adapter else "A finance and legal specialist"
     text = f"{what} built from {base} with yunshan, which follows the YunShan " \
            "recipe of the PanGu-π paper (section 6)"
@@ -390,7 +392,8 @@ def _model_table(prov: Provenance, facts: ExportFacts, base_id: str | None) -> l
                      + "".join(f", {v}" for v in variants) + f"; {form}"))
     rows.append(("chat template", "yes, the one used in SFT" if facts.chat_template else "no (plain text model)"))
     base = base_id or (prov.base_model and Path(prov.base_model).name) or "–"
-    rows.append(("base model", f"`{base}`" + (" (stand-in, see above)" if prov.stand_in_base else "")))
+    rows.append(("base model", f"`{base}`" + (" (stand-in, see above)" if prov.stand_in_base else "")
+                 + (f"; {prov.base_source}" if prov.base_source else "")))
     return ["## Model", "", "| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in rows] + [""]
 
 

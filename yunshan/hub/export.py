@@ -113,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {result['bytes']:,} bytes in {len(result['files'])} files; {result['parameters']:,} parameters "
           f"({result['dtype']}, {result['weight_files']} weight file{'s' if result['weight_files'] > 1 else ''})")
     meta = result["card"]
-    print(f"  card: license {meta.get('license')}, base_model {meta.get('base_model', '-')}, "
+    base = meta.get("base_model") or "-"
+    if not meta.get("base_model") and result.get("base_model"):  # a base that is no Hub id is named in the body
+        local = Path(result["base_model"])
+        base += f" ({local.name}: a local folder, not a Hub id)" if local.exists() else f" ({result['base_model']})"
+    print(f"  card: license {meta.get('license')}, base_model {base}, "
           f"{sum(len(r['results']) for r in meta.get('model-index', []))} model-index result(s)")
     for note in result["notes"]:
         print(f"note: {note}")
@@ -474,20 +478,15 @@ def _write_export(prov, out: Path, model_dir: Path, options: CardOptions, *, ada
             check_weights(tmp, weights["layout"], weights["out_dtype"])
         if not gguf:
             check_tokenizer(model_dir, tmp, trust_remote_code)
-        mask = os.umask(0)
-        os.umask(mask)
-        listed = []
-        for p in sorted(tmp.rglob("*")):
-            if p.is_file():
-                p.chmod(0o666 & ~mask)  # safetensors writes 0600; an export is meant to be read and shared
-                listed.append({"path": p.relative_to(tmp).as_posix(), "bytes": p.stat().st_size})
+        # (staged_folder gives every file the user's umask mode: safetensors writes 0600)
+        listed = [{"path": p.relative_to(tmp).as_posix(), "bytes": p.stat().st_size}
+                  for p in sorted(tmp.rglob("*")) if p.is_file()]
         from yunshan import __version__
 
         (tmp / EXPORT_MARKER).write_text(json.dumps({
             "yunshan_version": __version__, "source": str(model_dir), "files": [f["path"] for f in listed]},
             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        (tmp / EXPORT_MARKER).chmod(0o666 & ~mask)
-    return {"out": str(out), "source_model": str(prov.model_dir), "files": listed,
+    return {"out": str(out), "source_model": str(prov.model_dir), "base_model": prov.base_model, "files": listed,
             "bytes": sum(f["bytes"] for f in listed), "parameters": weights["parameters"], "dtype": weights["dtype"],
             "weight_files": weights["shards"], "adapter": adapter, "code": code_origin,
             "tokenizer_files": tokenizer_files, "card": metadata, "notes": list(prov.notes),

@@ -474,16 +474,17 @@ PROBES = ("根据《中华人民共和国民法典》第六百八十条，禁止
 
 
 def gguf_tokenizer(path: Path, pre: str):
-    """The tokenizer transformers builds from a GGUF file's metadata, with `yunshan model import-gguf`'s repair of
-    the digit pass (a `tokenizers.Tokenizer`)."""
+    """The tokenizer transformers builds from a GGUF file's metadata, with `yunshan model import-gguf`'s repairs of
+    the digit pass and the added tokens (a `tokenizers.Tokenizer`)."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from yunshan.models.gguf import _repair_pre_tokenizer
+    from yunshan.models.gguf import _repair_pre_tokenizer, _restore_user_defined, user_defined_tokens
 
     back = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     data = json.loads(back.backend_tokenizer.to_str())
     _repair_pre_tokenizer(data, pre)
+    _restore_user_defined(data, user_defined_tokens(path))
     return Tokenizer.from_str(json.dumps(data))
 
 
@@ -510,5 +511,7 @@ def check_gguf(path: Path, model_dir: Path, report: GgufReport, tokenizer=None) 
         want = source(probe, add_special_tokens=False)["input_ids"]
         got = rebuilt.encode(probe, add_special_tokens=False).ids
         if want != got:
+            at = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
             raise RuntimeError(f"GGUF check: the tokenizer read back from {path.name} encodes {probe[:30]!r} as "
-                               f"{got[:12]}..., the source tokenizer as {want[:12]}...")
+                               f"{got[at:at + 6]} from token {at} on, the source tokenizer as {want[at:at + 6]} "
+                               f"({source.convert_ids_to_tokens(want[at:at + 6])})")

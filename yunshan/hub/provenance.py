@@ -1,5 +1,6 @@
 """How an exported model was made, read from the files beside it: a `yunshan run` folder (run.json and every stage's
-records) or a plain model folder (its data report and recipe). The model card (yunshan.hub.card) renders this.
+records) or a plain model folder (its data report and recipe, and those of the yunshan training folders it was trained
+from, back to the checkpoint the first started from: `trace_base`). The model card (yunshan.hub.card) renders this.
 
     from yunshan.hub.provenance import collect_provenance
     prov = collect_provenance("runs/demo_tiny")           # a run folder (run.json) or a plain model folder
@@ -38,6 +39,7 @@ class EvalColumn:
     verified: bool = False  # results.json's sha256 equals the exported folder's
     stale: bool = False  # recorded for the final model's stage but for other files than the exported ones
     source: str = ""
+    model: str = ""  # the model folder or id the results record as scored
 
 
 @dataclass
@@ -58,8 +60,9 @@ class Provenance:
     run_dir: Path | None = None
     manifest: RunManifest | None = None
     name: str = "model"
-    base_model: str | None = None  # path or id as recorded
+    base_model: str | None = None  # path or id as recorded: the checkpoint the training started from
     base_model_id: str | None = None  # Hub id, when known
+    base_source: str | None = None  # how a local base folder was made (a GGUF import), when recorded
     stand_in_base: bool = False
     stages: list[StageRecord] = field(default_factory=list)
     cpt: TrainingRecord | None = None
@@ -144,6 +147,101 @@ def _training_record(folder: Path) -> TrainingRecord | None:
     return TrainingRecord(report, [s for s in sources if isinstance(s, dict)], recipe)
 
 
+def _local_folder(recorded: str, beside: Path) -> Path | None:
+    """A folder a recipe names: as recorded (absolute, or relative to where the command ran), else beside the folder
+    whose recipe names it."""
+    for candidate in (Path(recorded), beside / recorded, beside.parent / recorded):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def trace_base(recorded: str | None, beside: Path) -> tuple[str | None, list[tuple[str, Path, TrainingRecord]]]:
+    """Follow a recorded base back through yunshan's own training folders: a standalone `yunshan sft` of a `yunshan
+    cpt` folder names the cpt folder as its model, whose recipe names the checkpoint it started from. Returns (that
+    checkpoint as its recipe records it, the training folders passed on the way as (kind, folder, record), nearest
+    first). A folder without a data report of its kind (a model saved some other way) ends the chain."""
+    chain: list[tuple[str, Path, TrainingRecord]] = []
+    seen: set[Path] = set()
+    while recorded:
+        folder = _local_folder(recorded, beside)
+        if folder is None or folder.resolve() in seen:
+            break
+        seen.add(folder.resolve())
+        record = _training_record(folder)
+        kind = record.report.kind if record and record.report else None
+        if kind is None:
+            break
+        chain.append((kind, folder, record))
+        model_args = (record.recipe or {}).get("model") or {}
+        recorded = model_args.get("name_or_path") or (
+            f"PanGu-π preset {model_args['preset']!r} (trained from scratch)" if model_args.get("preset") else None)
+        beside = folder
+    return recorded, chain
+
+
+def import_source(folder: Path) -> tuple[str | None, str | None]:
+    """(what made a local model folder, its Hub id) from `yunshan model import-gguf`'s report: the GGUF file and the
+    name and organization its metadata gives; the Hub id when the metadata names a huggingface.co repository."""
+    from yunshan.models.gguf import IMPORT_REPORT
+
+    report = _read_json(folder / IMPORT_REPORT)
+    if not isinstance(report, dict):
+        return None, None
+    meta = report.get("gguf_metadata") if isinstance(report.get("gguf_metadata"), dict) else {}
+    file = (report.get("source") or {}).get("file") if isinstance(report.get("source"), dict) else None
+    named = [str(meta[k]) for k in ("general.name", "general.organization") if meta.get(k)]
+    what = "imported by `yunshan model import-gguf`" + (f" from `{file}`" if file else "") + (
+        f" ({', '.join(named)})" if named else "")
+    hub = None
+    for key in ("general.repo_url", "general.source.repo_url", "general.source.huggingface.repository"):
+        url = str(meta.get(key) or "")
+        candidate = url.split("huggingface.co/", 1)[1].strip("/") if "huggingface.co/" in url else url
+        if candidate and REPO_ID.match(candidate) and hub_id_of(candidate) == candidate:
+            hub = candidate
+            break
+    return what, hub
+
+
+def _known_models(prov: Provenance, base_dir: Path | None) -> dict[Path, str]:
+    """The folders this model was made from, resolved -> what the card calls them (to name the model an --eval
+    results file scored)."""
+    known = {}
+    if base_dir is not None:
+        known[base_dir.resolve()] = "the model the training started from"
+    for stage in prov.stages:
+        folder = resolve_in_run(prov.run_dir, stage.output) if prov.run_dir else Path(stage.output)
+        if folder is not None and folder.exists() and folder.resolve() != prov.model_dir.resolve():
+            known.setdefault(folder.resolve(), f"the {stage_kind(stage)} stage's model this one was trained from")
+    return known
+
+
+def _adds_nothing(path: Path, columns: list[EvalColumn], known: dict[Path, str]) -> str | None:
+    """Why an --eval results file puts nothing into model-index, or None when it does (or only its staleness,
+    noted apart, keeps it out)."""
+    if any(c.stale for c in columns):
+        return None
+    mine = [c for c in columns if c.this_model]
+    if not columns:
+        return f"--eval {path}: it holds no model's results, so it adds nothing to the card"
+    if not mine:
+        scored = []
+        for c in columns:
+            try:
+                what = known.get(Path(c.model).resolve()) if c.model else None
+            except OSError:
+                what = None
+            name = Path(c.model).name if c.model else c.label
+            scored.append(f"{name} ({c.model})" + (f", {what}" if what else ""))
+        return (f"--eval {path}: it holds the results of {'; '.join(scored)}, not of the exported weights (by the "
+                "sha256 yunshan eval recorded): shown as a comparison column, left out of model-index")
+    if not any(m.eval_result for c in mine for m in c.metrics.values()):
+        tasks = sorted({key.split("/", 1)[0] for c in mine for key in c.metrics}) or ["none"]
+        return (f"--eval {path}: its tasks ({', '.join(tasks)}) record no metric the Hub's model-index takes "
+                "(a benchmark score): shown in the evaluation table only")
+    return None
+
+
 def _eval_columns(results_path: Path, label: str, model_dir: Path, model_hash: str | None,
                   final_stage: bool) -> list[EvalColumn]:
     """One column per model of a `yunshan eval` results.json; marks the exported model's column."""
@@ -169,7 +267,7 @@ def _eval_columns(results_path: Path, label: str, model_dir: Path, model_hash: s
         metrics = {m.key: m for task in results.tasks.values() for m in task.metrics.get(name, [])}
         column_label = label if len(names) == 1 else f"{label}: {name}"
         columns.append(EvalColumn(column_label, metrics, this_model=this_model and not stale, verified=verified,
-                                  stale=stale, source=str(results_path)))
+                                  stale=stale, source=str(results_path), model=(info.path if info else "") or name))
     return columns
 
 
@@ -189,6 +287,7 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
         raise FileNotFoundError(f"{src}: no such folder (give a `yunshan run` folder or a model folder)")
     manifest_path = src / RunManifest.FILE
     prov = Provenance(source=src, model_dir=src, name=src.resolve().name)
+    base_dir = None  # the base model's folder, when it is a local one
     if manifest_path.is_file():
         manifest = RunManifest.read(manifest_path)
         prov.run_dir, prov.manifest = src, manifest
@@ -232,14 +331,17 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
         record = _training_record(src)
         kind = record.report.kind if record and record.report else None  # the data report says what made it
         if kind is not None:
-            setattr(prov, kind, record)
-            model_args = (record.recipe or {}).get("model") or {}
-            prov.base_model = model_args.get("name_or_path") or (
-                f"PanGu-π preset {model_args['preset']!r} (trained from scratch)" if model_args.get("preset") else None)
-            report = record.report
-            summary = {"steps": report.steps, "tokens": report.tokens_trained, "samples": report.samples}
-            prov.stages = [StageRecord(name=kind, status="complete", output=".",
-                                       summary={k: v for k, v in summary.items() if v is not None})]
+            # This folder, then the training folders it was trained from (a standalone sft of a standalone cpt),
+            # back to the checkpoint the first of them started from: that is the base model.
+            prov.base_model, chain = trace_base(str(src), src.parent)
+            for kind, folder, record in reversed(chain):
+                setattr(prov, kind, record)
+                report = record.report
+                summary = {"steps": report.steps, "tokens": report.tokens_trained, "samples": report.samples}
+                prov.stages.append(StageRecord(name=kind, status="complete", output=str(folder),
+                                               summary={k: v for k, v in summary.items() if v is not None}))
+            base_dir = _local_folder(prov.base_model, chain[-1][1]) if prov.base_model else None
+            prov.stand_in_base = bool(base_dir and (base_dir / "STAND_IN_BASE.md").is_file())
         if (src / "recipe.yaml").is_file():
             prov.recipe_path = src / "recipe.yaml"
     model_dir = prov.model_dir
@@ -250,12 +352,21 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
         raise ValueError(f"{model_dir}: no adapter/ folder (adapter_config.json); --adapter exports the LoRA adapter "
                          "of a LoRA run, and this model was trained without LoRA: export the merged weights instead")
     # A recorded base that resolves to a folder (beside the run or from here) is local, whatever it looks like.
-    if prov.base_model and not (prov.run_dir and resolve_in_run(prov.run_dir, prov.base_model)):
-        prov.base_model_id = hub_id_of(prov.base_model)
+    if prov.base_model:
+        base_dir = base_dir or (resolve_in_run(prov.run_dir, prov.base_model) if prov.run_dir else _local_folder(
+            prov.base_model, src))
+        if not (prov.run_dir and base_dir):
+            prov.base_model_id = hub_id_of(prov.base_model)
+    if base_dir is not None and prov.base_model_id is None:
+        prov.base_source, prov.base_model_id = import_source(base_dir)
     if adapter:
         adapter_base = (_read_json(prov.adapter_dir / "adapter_config.json") or {}).get("base_model_name_or_path")
         prov.base_model = adapter_base or prov.base_model
         prov.base_model_id = hub_id_of(adapter_base)
+        # The adapter applies to the model it was trained on, not to the checkpoint that model started from.
+        adapter_dir = _local_folder(adapter_base, src) if adapter_base else None
+        prov.base_source, found = import_source(adapter_dir) if adapter_dir else (None, None)
+        prov.base_model_id = prov.base_model_id or found
 
     # Evaluation results: the run's eval stages in order, then any --eval files.
     result_files: list[tuple[Path, str, bool]] = []
@@ -266,16 +377,22 @@ def collect_provenance(source: str | Path, eval_files: list[str] | None = None, 
         if out is not None and (out / EvalResults.FILE).is_file():
             label = stage.name.removeprefix("eval_").removeprefix("eval") or stage.name
             result_files.append((out / EvalResults.FILE, label, stage.name == "eval_after"))
+    given = []
     for spec in eval_files or []:
         path = Path(spec)
         path = path / "results.json" if path.is_dir() else path
         if not path.is_file():
             raise FileNotFoundError(f"--eval {spec}: no such results.json (written by yunshan eval --out DIR)")
         result_files.append((path, path.parent.name, False))
+        given.append(path)
     if result_files:
         model_hash = sha256_model_dir(model_dir)
         for path, label, final_stage in result_files:
-            prov.evals += _eval_columns(path, label, model_dir, model_hash, final_stage)
+            columns = _eval_columns(path, label, model_dir, model_hash, final_stage)
+            prov.evals += columns
+            if path in given:
+                note = _adds_nothing(path, columns, _known_models(prov, base_dir))
+                prov.notes += [note] if note else []
         for column in prov.evals:
             if column.stale:
                 prov.notes.append(f"{column.source}: the results of {column.label!r} were recorded for other files "

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from yunshan.field_rules import check_fields
 
 
@@ -135,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
         aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
         siaf_neighbor_kernel=a.siaf_neighbor_kernel, seed=a.seed,
     )
+    from yunshan.folders import apply_umask
+
+    apply_umask(Path(a.dst).glob("*.safetensors"))  # written 0600 by safetensors; the rest has the user's umask
     total = sum(p.numel() for p in model.parameters())
     print(f"wrote {a.dst}: PanGu-π with {total:,} parameters (n={a.siaf_terms}, T={a.aug_shortcuts})")
     return 0

@@ -13,9 +13,11 @@ One repair: GGUF names the base's pre-tokeniser (`tokenizer.ggml.pre`) and trans
 (Llama-3, Qwen2, GPT-4o, ...). For the others it falls back to GPT-2's regex, which changes how the tokenizer cuts
 text from how the model was trained. The names in `DIGIT_FIRST_PRE_TOKENIZERS` (llama.cpp's `\\p{N}` pass before
 GPT-2's regex: SmolLM, StarCoder, ...) are restored here as a `Digits(individual_digits=True)` step before the
-ByteLevel one, as the original tokenizer.json has it; an unknown name is recorded in the import report. And a
-token transformers adds beyond the model's embedding rows (an `<|endoftext|>` unknown token for a byte-level
-vocabulary that names none) is removed, so the folder's tokenizer has the file's tokens and no more.
+ByteLevel one, as the original tokenizer.json has it; an unknown name is recorded in the import report. An added
+token the file holds as USER_DEFINED outside the byte alphabet (`tokenizer.add_tokens(["民法典"])`), which
+transformers' loader leaves as a BPE entry no merge makes, is an added token at its id again (llama.cpp matches it
+whole). And a token transformers adds beyond the model's embedding rows (an `<|endoftext|>` unknown token for a
+byte-level vocabulary that names none) is removed, so the folder's tokenizer has the file's tokens and no more.
 
 Written by hand only for what transformers does not do: dropping the GGUF quantizer so the model can be saved, the
 pre-tokeniser and added-token repairs, the atomic write and the report.
@@ -102,6 +104,52 @@ def _drop_tokens_beyond(tokenizer_json: dict, rows: int) -> str | None:
             "embedding rows (the GGUF file does not have them)")
 
 
+def user_defined_tokens(path: Path) -> dict[int, str]:
+    """The file's USER_DEFINED tokens (type 4: the tokenizer's added tokens that are not special), id -> text."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    tokens, types = (reader.fields.get(f"tokenizer.ggml.{key}") for key in ("tokens", "token_type"))
+    if tokens is None or types is None:
+        return {}
+    return {i: text for i, (text, kind) in enumerate(zip(tokens.contents(), types.contents()))
+            if kind == gguf.TokenType.USER_DEFINED}
+
+
+def _restore_user_defined(tokenizer_json: dict, user_defined: dict[int, str]) -> str | None:
+    """Put back the added tokens transformers' GGUF loader drops. A GGUF file holds an added token that is not special
+    as USER_DEFINED with its text as typed (`民法典`), which llama.cpp matches whole in the raw text before the
+    pre-tokeniser (llama-vocab.cpp, tokenizer_st_partition), as the HF tokenizer it came from does. transformers
+    (5.x, byte_level_tokenizer) respells every such text into the byte alphabet for the BPE vocabulary and then adds
+    as a token only the texts found in that vocabulary as they are, so an added token outside the byte alphabet (any
+    CJK word) stays a BPE entry that no merge makes, and the text is cut into pieces. Here each is an added token
+    again at its own id, spelled as typed in the BPE vocabulary too."""
+    added = {t["content"] for t in tokenizer_json.get("added_tokens") or []}
+    vocab = (tokenizer_json.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict):
+        return None
+    by_id = {i: key for key, i in vocab.items()}
+    restored = []
+    for i, text in sorted(user_defined.items()):
+        if text in added:
+            continue
+        # The BPE vocabulary holds the text itself at its id (no merge makes it): tokenizers gives an added token the
+        # id its text has in the vocabulary, and a fresh one past the end otherwise.
+        if by_id.get(i) is not None and by_id[i] != text:
+            del vocab[by_id[i]]
+        vocab[text] = i
+        tokenizer_json.setdefault("added_tokens", []).append({
+            "id": i, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": False})
+        restored.append(text)
+    if not restored:
+        return None
+    tokenizer_json["added_tokens"].sort(key=lambda t: t["id"])
+    shown = ", ".join(repr(t) for t in restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    return (f"restored {len(restored)} added token(s) the file holds as USER_DEFINED ({shown}), which transformers' "
+            "GGUF loader had left to be cut into pieces")
+
+
 def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False, log=print) -> dict:
     """Write the GGUF model at `gguf_file` as a Hugging Face folder at `out`; returns the import report."""
     from yunshan.folders import check_output_folder
@@ -164,6 +212,7 @@ def _import(src: Path, out: Path, log) -> dict:
         if tj_path.is_file():
             data = json.loads(tj_path.read_text(encoding="utf-8"))
             repaired = [_repair_pre_tokenizer(data, meta.get("tokenizer.ggml.pre")),
+                        _restore_user_defined(data, user_defined_tokens(src)),
                         _drop_tokens_beyond(data, model.get_input_embeddings().weight.shape[0])]
             if any(repaired):
                 tj_path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -4,11 +4,12 @@ stages, the data and the plots.
     yunshan run recipes/demo_tiny.yaml      # prints the table; writes runs/demo_tiny/report.md and report.html
 
 Rows of the before/after table come from the evaluation stages' results (bits per character per held-out text,
-accuracy per multiple-choice benchmark), one column per evaluated model (base, after cpt, after sft, after preference) and the
-change from the base to the last, then the tokenizer stage's compression (tokens per character before and after
-the extension). report.md then gives the stages and their times, the decontamination, the vocabulary extension's
-cost, the continual-pretraining mixture, the forgetting curve and the loss curves, and every evaluation table;
-report.html is the same report as one self-contained page (yunshan.html_page).
+accuracy per multiple-choice benchmark, the loss on each held-out instruction set's assistant turns), one column per
+evaluated model (base, after cpt, after sft, after preference) and the change from the base to the last, then
+the tokenizer stage's compression (tokens per character before and after the extension). report.md then gives the
+stages and their times, the decontamination, the vocabulary extension's cost, the continual-pretraining mixture,
+the forgetting curve and the loss curves, and every evaluation table; report.html is the same report as one
+self-contained page (yunshan.html_page).
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ def before_after(layout: RunLayout) -> tuple[list[str], list[list[str]]]:
                         kind = "general (forgetting)" if is_general(label) else "domain (gain)"
                         nums = [v["files"][label]["bpc"] for v in values]
                         rows.append([f"bits/char, {label}: {kind}"] + [f"{x:.4f}" for x in nums]
+                                    + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
+            elif res.format == "chat_loss":
+                # Held-out instruction sets: the SFT loss on their assistant turns (bits per response character
+                # compare across a vocabulary extension; nats per response token is the loss SFT reports).
+                for name in values[-1]["sets"]:
+                    if not all(name in v["sets"] and v["sets"][name]["tokens"] for v in values):
+                        continue
+                    for key, unit in (("bits_per_char", "bits/response char"),
+                                      ("nats_per_token", "nats/response token")):
+                        nums = [v["sets"][name][key] for v in values]
+                        rows.append([f"{unit}, held-out instructions {name}"] + [f"{x:.4f}" for x in nums]
                                     + [f"{100 * (nums[-1] / nums[0] - 1):+.1f}%"])
             elif res.format == "lmeval" and all(v.get("overall") is not None for v in values):
                 # lm-eval's headline metric in lm-eval's own units (accuracy as a fraction).

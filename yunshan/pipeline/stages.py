@@ -184,9 +184,10 @@ class RunLayout:
         return dataclasses.replace(self.recipe.tokenizer, path=path, revision=None,
                                    base_path=base or self.base_tokenizer_dir())
 
-    def contamination_list(self) -> str | None:
-        """The contamination list the training stages leave out (decontamination with drop: true), else None."""
-        if _drops_contaminated(self.recipe):
+    def contamination_list(self, stage: str) -> str | None:
+        """The contamination list training stage `stage` leaves out (a decontamination with drop: true that checks
+        the stage's sources), else None."""
+        if _drops_contaminated(self.recipe, stage):
             return str(self.folder("decontamination") / "contaminated.jsonl")
         return None
 
@@ -328,7 +329,7 @@ def run_cpt_stage(layout: RunLayout, c: CptArgs) -> dict:
     out = layout.folder("cpt")
     summary = run_cpt(dataclasses.replace(
         c, model=layout.trained_model(layout.base_model_dir()), tokenizer=layout.tokenizer_args(layout.tokenizer_dir()),
-        data=dataclasses.replace(c.data, exclude=layout.contamination_list()),
+        data=dataclasses.replace(c.data, exclude=layout.contamination_list("cpt")),
         training=dataclasses.replace(c.training, output_dir=str(out), run_name=_run_name(layout, c.training, "cpt"))))
     remove_checkpoints(out)
     report = summary["data_report"]
@@ -355,7 +356,7 @@ def run_sft_stage(layout: RunLayout, s: SftArgs) -> dict:
         # SFT neither resets those rows nor trains the whole embedding matrix again.
         s, model=layout.trained_model(previous), tokenizer=layout.tokenizer_args(
             tokenizer, base=previous if layout.enabled("cpt") else None),
-        data=dataclasses.replace(s.data, exclude=layout.contamination_list()),
+        data=dataclasses.replace(s.data, exclude=layout.contamination_list("sft")),
         training=dataclasses.replace(s.training, output_dir=str(out), run_name=_run_name(layout, s.training, "sft"))))
     remove_checkpoints(out)
     report = summary["data_report"]
@@ -377,7 +378,7 @@ def run_preference_stage(layout: RunLayout, p: PrefArgs) -> dict:
     tokenizer = layout.tokenizer_args(model if previous else layout.tokenizer_dir(), base=model if previous else None)
     summary = run_pref(dataclasses.replace(
         p, model=layout.trained_model(model), tokenizer=tokenizer,
-        data=dataclasses.replace(p.data, exclude=layout.contamination_list()),
+        data=dataclasses.replace(p.data, exclude=layout.contamination_list("preference")),
         training=dataclasses.replace(p.training, output_dir=str(out),
                                      run_name=_run_name(layout, p.training, "preference"))))
     remove_checkpoints(out)
@@ -390,8 +391,9 @@ def run_preference_stage(layout: RunLayout, p: PrefArgs) -> dict:
 
 
 def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[DecontaminateArgs, list, list]:
-    """The decontamination settings with the evaluation sets resolved (its own, else the eval section's tasks and
-    held-out texts plus the cpt monitor's held-out files) and the training sources it reads (every cpt and sft
+    """The decontamination settings with the evaluation sets resolved (its own, else the eval section's tasks,
+    held-out texts and held-out instruction sets, plus the cpt monitor's held-out files) and the training sources it
+    reads (every cpt and sft
     source; the preference sources: preference_sources). `yunshan data decontaminate --config RECIPE` uses the same
     plan."""
     from yunshan.eval.texts import default_texts
@@ -399,6 +401,7 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
     e = recipe.eval
     tasks = list(d.tasks or (e.tasks if e else []))
     heldout = list(d.heldout or (e.heldout if e else []))
+    instructions = list(d.instructions or (e.instructions if e else []))
     if "bpc" in tasks and not heldout:
         heldout = [f"{p.stem}={p}" for p in default_texts("bpc")]
     if not d.heldout and recipe.cpt is not None:
@@ -411,18 +414,25 @@ def decontamination_plan(recipe: PipelineRecipe, d: DecontaminateArgs) -> tuple[
             heldout.append(f"{label}={path}")
             labels.add(label)
             seen.add(str(Path(path).resolve()))
-    plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, data_dir=d.data_dir or (e.data_dir if e else None),
-                               include_path=list(d.include_path or (e.include_path if e else [])))
-    cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None else []
-    sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None else []
+    # The opt-in the eval stage runs its lm-eval tasks' code under (its own or the model's) covers the same tasks here.
+    model = recipe.model or (recipe.base.model if recipe.base else None)
+    trust = d.trust_remote_code or bool(e and e.trust_remote_code) or bool(model and model.trust_remote_code)
+    plan = dataclasses.replace(d, tasks=tasks, heldout=heldout, instructions=instructions,
+                               data_dir=d.data_dir or (e.data_dir if e else None),
+                               include_path=list(d.include_path or (e.include_path if e else [])),
+                               trust_remote_code=trust)
+    cpt_sources = list(recipe.cpt.data.sources) if recipe.cpt is not None and "cpt" in d.stages else []
+    sft_sources = list(recipe.sft.data.sources) if recipe.sft is not None and "sft" in d.stages else []
     return plan, cpt_sources, sft_sources
 
 
-def preference_sources(recipe: PipelineRecipe) -> tuple[list, int]:
+def preference_sources(recipe: PipelineRecipe, d: DecontaminateArgs | None = None) -> tuple[list, int]:
     """The preference stage's sources and its data.seed (a scored record's pairs depend on it), which the
-    decontamination reads as `yunshan pref` does."""
+    decontamination reads as `yunshan pref` does; none when the decontamination `d` leaves the stage out."""
     p = recipe.preference
-    return (list(p.data.sources), p.data.seed) if p is not None else ([], 0)
+    d = d or recipe.decontamination
+    checked = d is None or "preference" in d.stages
+    return (list(p.data.sources), p.data.seed) if p is not None and checked else ([], 0)
 
 
 def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
@@ -431,7 +441,7 @@ def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     from yunshan.folder_lock import folder_lock
 
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
-    pref_sources, pref_seed = preference_sources(layout.recipe)
+    pref_sources, pref_seed = preference_sources(layout.recipe, d)
     out = layout.folder("decontamination")
     with folder_lock(out, "decontamination"):
         report, shown = check(dataclasses.replace(plan, out=str(out)), cpt_sources, sft_sources,
@@ -444,27 +454,30 @@ def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
             "eval_sets": {k: v.items for k, v in report.eval_sets.items()}, "report": report.FILE}
 
 
-def _drops_contaminated(recipe: PipelineRecipe) -> bool:
-    return recipe.decontamination is not None and recipe.decontamination.drop
+def _drops_contaminated(recipe: PipelineRecipe, stage: str) -> bool:
+    d = recipe.decontamination
+    return d is not None and d.drop and stage in d.stages
 
 
-def _after_decontamination(*names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
-    """Upstream stages of a training stage: these, and the decontamination when its list is left out of training
-    (a decontamination that only reports changes nothing the stage reads)."""
-    return lambda recipe: names + (("decontamination",) if _drops_contaminated(recipe) else ())
+def _after_decontamination(stage: str, *names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
+    """Upstream stages of training stage `stage`: these, and the decontamination when its list is left out of the
+    stage's training (a decontamination that only reports, or checks other stages, changes nothing it reads)."""
+    return lambda recipe: names + (("decontamination",) if _drops_contaminated(recipe, stage) else ())
 
 
 def _decontamination_reads(recipe: PipelineRecipe) -> tuple[dict, list[str]]:
     """What the decontamination reads outside its section: the training sources and the evaluation sets."""
     plan, cpt_sources, sft_sources = decontamination_plan(recipe, recipe.decontamination)
-    pref_sources, pref_seed = preference_sources(recipe)
+    pref_sources, pref_seed = preference_sources(recipe, recipe.decontamination)
     settings = {"cpt": [dataclasses.asdict(s) for s in cpt_sources], "sft": [dataclasses.asdict(s) for s in sft_sources],
                 "tasks": plan.tasks, "heldout": plan.heldout, "data_dir": plan.data_dir,
                 "include_path": plan.include_path}
+    if plan.instructions:  # only then: a recipe without held-out instruction sets keeps its settings (and hash)
+        settings["instructions"] = [dataclasses.asdict(s) for s in plan.instructions]
     if pref_sources:  # only then: a recipe without a preference stage keeps the settings (and the stage's hash)
         settings["preference"] = {"sources": [dataclasses.asdict(s) for s in pref_sources], "seed": pref_seed}
-    paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _source_paths(pref_sources) + _labelled_paths(
-        plan.tasks) + _labelled_paths(
+    paths = _source_paths(cpt_sources) + _source_paths(sft_sources) + _source_paths(pref_sources) + _source_paths(
+        plan.instructions) + _labelled_paths(plan.tasks) + _labelled_paths(
         plan.heldout) + _lm_eval_yamls(plan.tasks) + list(plan.include_path) + ([plan.data_dir] if plan.data_dir
                                                                                  else [])
     return settings, paths
@@ -514,7 +527,8 @@ def _lm_eval_yamls(specs: list[str]) -> list[str]:
 def _eval_inputs(e: EvalArgs) -> list[str]:
     return _labelled_paths(e.heldout) + list(e.text) + _labelled_paths(e.tasks) + _lm_eval_yamls(e.tasks) + list(
         e.include_path) + (
-        [e.data_dir] if e.data_dir else []) + ([e.diversity_text] if e.diversity_text else [])
+        [e.data_dir] if e.data_dir else []) + ([e.diversity_text] if e.diversity_text else []) + _source_paths(
+        e.instructions)
 
 
 def _check_words(t: ExtendArgs) -> list[str]:
@@ -649,7 +663,16 @@ def _check_preference(args) -> list[str]:
 
 
 def _check_eval(e: EvalArgs) -> list[str]:
-    return _check_texts("eval.heldout", _labelled_paths(e.heldout))
+    """Held-out texts open and hold a text; held-out instruction sets open as yunshan sft reads them."""
+    from yunshan.data.conversations import _files, _records
+
+    problems = _check_texts("eval.heldout", _labelled_paths(e.heldout))
+    for source in e.instructions:
+        problems += _open_files(f"eval.instructions.{source.name}", lambda s=source: _files(s),
+                                lambda path, s=source: (t for _, t in _records(s, path)), "fail")
+    if e.instructions and "chat_loss" not in e.tasks:
+        problems.append("eval.instructions are given but eval.tasks has no chat_loss: they would not be scored")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -688,13 +711,13 @@ STAGES: tuple[Stage, ...] = (
           check=_check_eval),
     Stage("decontamination", "decontamination", _prepared_upstream(), lambda d: [], False, run_decontamination,
           filled=("inputs", "format", "text_field", "out"), reads=_decontamination_reads),
-    Stage("cpt", "cpt", _after_decontamination("prepare", "base", "tokenizer"),
+    Stage("cpt", "cpt", _after_decontamination("cpt", "prepare", "base", "tokenizer"),
           lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,
           filled=("model", "tokenizer", "training.output_dir", "data.exclude"), check=_check_cpt),
-    Stage("sft", "sft", _after_decontamination("base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
+    Stage("sft", "sft", _after_decontamination("sft", "base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
           True, run_sft_stage, filled=("model", "tokenizer", "training.output_dir", "data.exclude"),
           check=_check_sources("sft")),
-    Stage("preference", "preference", _after_decontamination("base", "tokenizer", "cpt", "sft"),
+    Stage("preference", "preference", _after_decontamination("preference", "base", "tokenizer", "cpt", "sft"),
           lambda p: _source_paths(p.data.sources) + p.monitor.general + p.monitor.domain, True, run_preference_stage,
           filled=("model", "tokenizer", "training.output_dir"), check=_check_preference),
     Stage("eval_after", "eval", ("base", "tokenizer", "cpt", "sft", "preference"), _eval_inputs, False,

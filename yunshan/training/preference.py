@@ -185,6 +185,7 @@ class PrefData:
 def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
     """Read, validate, mix, render and fit the recipe's preference data (module docstring)."""
     from yunshan.artifacts import DataReport, PrefSourceReport
+    from yunshan.data.conversations import nothing_left
     from yunshan.data.decontamination import Exclusions
     from yunshan.data.preference import (
         Pair, encode_pair, encode_unpaired, fit_pair, fit_unpaired, mix_preference_sources, pair_by_prompt,
@@ -206,7 +207,9 @@ def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
     per_source = {s.name: read_preference_source(s, data.on_bad_record, drops[s.name], data.seed, exclude)
                   for s in data.sources}
     read_counts = {name: sum(len(r) for r in records) for name, records in per_source.items()}
+    read_drops = {name: dict(d) for name, d in drops.items()}
     train, heldout_items = mix_preference_sources(per_source, data.sources, data.seed)
+    mixed = train
     if not paired:
         # KTO trains in file order (TRL's sequential sampling) and estimates its KL term from each sample's prompt
         # with the completion before it in the batch: a pair's two halves side by side would give half the samples
@@ -237,7 +240,8 @@ def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
         c["answer_tokens"] += sum(len(a) for a in answers)
         rows.append(_row(recipe.method, fitted))
     if not rows:
-        raise ValueError("no preference sample left after validation and length fitting (see the drop counts)")
+        raise ValueError(nothing_left("preference", "pair" if paired else "item", data.sources, read_counts,
+                                      read_drops, mixed, heldout_items, drops, data.max_length))
     heldout = []
     for pair in pair_by_prompt(heldout_items):
         enc, _ = encode_pair(tokenizer, pair)

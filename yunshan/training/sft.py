@@ -105,7 +105,7 @@ def build_sft_data(recipe, tokenizer):
     Returns (rows, held-out samples, the DataReport)."""
     from yunshan.artifacts import DataReport, SftSourceReport
     from yunshan.data.chat import encode_conversation, fit_to_length
-    from yunshan.data.conversations import mix_sft_sources, read_sft_source
+    from yunshan.data.conversations import mix_sft_sources, nothing_left, read_sft_source
     from yunshan.data.packing import best_fit_pack
 
     data = recipe.data
@@ -120,6 +120,7 @@ def build_sft_data(recipe, tokenizer):
     exclude = Exclusions.load(data.exclude)
     per_source = {s.name: read_sft_source(s, data.on_bad_record, drops[s.name], exclude) for s in data.sources}
     read_counts = {name: len(samples) for name, samples in per_source.items()}
+    read_drops = {name: dict(d) for name, d in drops.items()}
     train, heldout = mix_sft_sources(per_source, data.sources, data.seed)
     source_index = {name: i for i, name in enumerate(names)}
     samples = []
@@ -140,7 +141,8 @@ def build_sft_data(recipe, tokenizer):
             "source": sample.source,
         })
     if not samples:
-        raise ValueError("no SFT sample left after validation and length fitting (see the drop counts)")
+        raise ValueError(nothing_left("SFT", "sample", data.sources, read_counts, read_drops, train, heldout,
+                                      drops, data.max_length))
     composition = {name: {"samples": 0, "tokens": 0, "trained_tokens": 0} for name in names}
     for s in samples:
         c = composition[s["source"]]
