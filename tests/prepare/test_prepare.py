@@ -2,6 +2,7 @@
 bad input by policy; the same bytes after a kill in the MinHash stages and a rerun; the same bytes on a local 2-CPU
 Ray cluster; Slurm job scripts written, checked and run as Slurm would run them; the pipeline's prepare stage."""
 
+import dataclasses
 import json
 import os
 import random
@@ -345,6 +346,10 @@ def test_the_pipeline_runs_prepare_first_and_the_tokenizer_reads_its_corpus(corp
     plan = PipelineRunner(recipe, path).dry_run()
     assert not [p for p in plan["problems"] if "missing" in p], plan["problems"]
     assert [(p["stage"], p["action"]) for p in plan["plan"][:2]] == [("prepare", "run"), ("base", "disabled")]
+    own = load_recipe(PipelineRecipe, path, ["prepare.inputs.laws.path=${prepared}"])
+    assert any("is the prepare stage's own output" in p for p in PipelineRunner(own, path).dry_run()["problems"])
+    with pytest.raises(PrepareError, match=r"prepare\.inputs\.laws\.path: .* lies inside prepare\.out"):
+        run_prepare(dataclasses.replace(own.prepare, out=str(tmp_path / "run" / "prepare")), progress=False)
     manifest = PipelineRunner(recipe, path).run()
     run = tmp_path / "run"
     assert manifest.stage("prepare").summary["documents_written"] == 24

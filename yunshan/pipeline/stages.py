@@ -218,6 +218,7 @@ def _prepare_inputs(p: PrepareArgs) -> list[str]:
     return [path for i in p.inputs for path in ([i.path] if isinstance(i.path, str) else i.path)]
 
 
+
 def _prepared_upstream(*names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
     """The prepare stage is upstream of the stages that read text when it is in the recipe."""
     return lambda recipe: (("prepare",) if recipe.prepare is not None else ()) + names

@@ -401,9 +401,10 @@ def run_prepare(args: PrepareArgs, progress: bool = True) -> dict:
 
     if not args.inputs:
         raise PrepareError("prepare.inputs is empty: name at least one corpus to prepare")
+    out = Path(args.out)
+    _check_inputs_outside(args, out)
     files = resolve_inputs(args)
     tasks = args.tasks or cores()
-    out = Path(args.out)
     plan = plan_digest(args, files, tasks)
     resumed = _start_or_resume(out, plan)
     stages = stage_pipelines(args, files, out, tasks)
@@ -445,6 +446,17 @@ def run_prepare(args: PrepareArgs, progress: bool = True) -> dict:
         for name in ("clean", "exact", "exact_dedup", "minhash"):
             shutil.rmtree(out / "work" / name, ignore_errors=True)
     return summary
+
+
+def _check_inputs_outside(args: PrepareArgs, out: Path) -> None:
+    """An input inside the output folder (a recipe naming ${prepared} as the preparation's own input) is refused."""
+    root = Path(os.path.abspath(out))
+    for i in args.inputs:
+        for spec in [i.path] if isinstance(i.path, str) else i.path:
+            path = Path(os.path.abspath(spec))
+            if path == root or root in path.parents:
+                raise PrepareError(f"prepare.inputs.{i.name}.path: {spec} lies inside prepare.out ({out}), which the "
+                                   "preparation writes; name the raw corpus")
 
 
 def _one_line(err: BaseException, stage: str, logs: Path) -> str:
