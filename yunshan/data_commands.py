@@ -48,6 +48,7 @@ run beside the evaluation sets it reads (yunshan/eval/decontamination.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -59,6 +60,18 @@ from yunshan.eval.decontamination import DecontaminateArgs
 from yunshan.field_rules import check_fields
 
 NAMED = ("lawyer-llama", "chatlaw", "lawgpt-zh", "jecqa-holdout", "mc-parquet")
+
+PREPARE_DOC = """Prepare a corpus at scale on datatrove (docs/prepare.md):
+
+    yunshan data prepare --config recipes/prepare/laws.yaml                  # local: one process per core
+    yunshan data prepare --config recipes/prepare/laws.yaml executor=ray     # a Ray cluster (or a local one)
+    yunshan data prepare --config recipes/prepare/laws.yaml executor=slurm slurm.partition=cpu
+    yunshan data prepare --config RUN_RECIPE.yaml        # a yunshan run recipe: its prepare section, into its folder
+
+The config is a `prepare:` section's fields at the top level (yunshan/prepare/args.py), or a pipeline recipe. The
+prepared corpus is OUT/documents/*.jsonl.zst ({"text": ...} per line), which `yunshan tokenizer extend` and `yunshan
+cpt` read as they are; OUT/prepare_report.md has every drop by step and reason. A killed run resumes where it was
+(rerun the same command)."""
 
 
 @dataclass
@@ -133,6 +146,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               choices={"format": ("text", *SFT_FORMATS), "on_bad_record": ("fail", "skip")})
     d.add_argument("--config", help="a yunshan run recipe: check its cpt and sft sources against its eval sets "
                                     "(instead of TRAIN files)")
+    from yunshan.flags import add_recipe_flags
+
+    prep = sub.add_parser("prepare", help="prepare a corpus at scale on datatrove: clean, mask personal data, "
+                                          "decontaminate, deduplicate (local, Ray or Slurm)",
+                          description=PREPARE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_recipe_flags(prep, "executor=ray tasks=8", "check the inputs and print the stages; prepare nothing")
     p = sub.add_parser("convert", help="convert a released dataset into yunshan JSONL, messages SFT data or eval "
                                        "layouts", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(p, ConvertArgs, positional={"inputs": "INPUT"}, required=("out",), names={"converter": "--from"},
@@ -161,6 +180,8 @@ def _number(value: float | None) -> int | None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "data_command", None) == "decontaminate":
         return run_decontaminate_command(args)
+    if getattr(args, "data_command", None) == "prepare":
+        return run_prepare_command(args)
     if getattr(args, "data_command", None) != "convert":
         raise ValueError("usage: yunshan data convert INPUTS --out OUT [options] or yunshan data decontaminate "
                          "TRAIN --tasks ... --out OUT; see yunshan data SUBCOMMAND --help")
@@ -252,4 +273,36 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
         else:
             report, shown = run_decontamination(a, clean=a.drop)
     print(render_decontamination(report, shown, a.out))
+    return 0
+
+
+def run_prepare_command(args: argparse.Namespace) -> int:
+    """`yunshan data prepare`: a prepare config (PrepareArgs at the top level) or a pipeline recipe's prepare section
+    (written into the run's prepare folder, as `yunshan run` would)."""
+    import yaml
+
+    from yunshan.folder_lock import folder_lock
+    from yunshan.prepare.args import PrepareArgs
+    from yunshan.prepare.pipeline import describe_prepare, run_prepare
+    from yunshan.prepare.report import render_summary
+    from yunshan.recipe import load_recipe
+
+    with open(args.config, encoding="utf-8") as f:
+        top = yaml.safe_load(f) or {}
+    if isinstance(top, dict) and "prepare" in top:
+        from yunshan.pipeline import PipelineRecipe, RunLayout
+
+        recipe = load_recipe(PipelineRecipe, args.config, args.overrides)
+        if recipe.prepare is None:
+            raise ValueError(f"{args.config}: the prepare section is disabled")
+        a = dataclasses.replace(recipe.prepare, out=str(RunLayout(recipe).folder("prepare")))
+    else:
+        a = load_recipe(PrepareArgs, args.config, args.overrides)
+    if args.dry_run:
+        print(json.dumps(describe_prepare(a), indent=2, ensure_ascii=False))
+        return 0
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    with folder_lock(Path(a.out), "prepare.out"):
+        summary = run_prepare(a)
+    print(render_summary(summary, Path(a.out)))
     return 0

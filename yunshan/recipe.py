@@ -15,7 +15,8 @@ recipe class may name keys its users must not set (`RESERVED_KEYS`: dotted path 
 `yunshan run` fills itself; setting one is an error naming the file and line. The resolved recipe is written beside
 every run's outputs by yunshan.artifacts.write_recipe.
 
-In every string, ${samples}, ${data}, ${models} and ${recipe_dir} are the loader's variables (path_variables). In
+In every string, ${samples}, ${data}, ${models} and ${recipe_dir} are the loader's variables (path_variables), plus
+those a recipe class computes from its raw data (`recipe_variables`: a pipeline's ${prepared}). In
 path fields, `~` and environment variables are expanded by the dataclasses themselves (yunshan.field_rules, the same
 for flags); a ${NAME} that is neither is an error at its line. A field's declared rule that fails (a FieldError)
 is reported at the line of that field's key.
@@ -370,7 +371,10 @@ def load_recipe(cls, path: str | Path | None = None, overrides: list[str] | None
             node = node.get(key) if isinstance(node, dict) else None
         if node is not None:
             builder.fail(dotted, why)
-    data = expand_variables(data, path_variables(Path(path).parent if path is not None else Path.cwd()), builder)
+    variables = path_variables(Path(path).parent if path is not None else Path.cwd())
+    if getattr(cls, "recipe_variables", None) is not None:  # a recipe's own, computed from its raw data
+        variables = {**variables, **cls.recipe_variables(data, variables)}
+    data = expand_variables(data, variables, builder)
     return builder.build(cls, data, "")
 
 

@@ -72,6 +72,7 @@ BAD_REASONS = {
     "bad_score": "a completion score that is not a number",
     "unknown_shape": "a record of none of the shapes the converter knows",
     "corrupt_file": "a compressed file, archive or parquet file that breaks off or cannot be decoded from here on",
+    "oversized_record": "a record larger than the reader's limit (a JSON line is skipped unread past the limit)",
 }
 
 
@@ -219,25 +220,28 @@ def skip_bytes(f, n: int) -> None:
 
 
 def read_records(path: str, fmt: str = "auto", *, txt_document: str = "paragraph", text_field: str = "text",
-                 position: dict | None = None, csv_columns: tuple[str, ...] = ()) -> Iterator[tuple[str, Any, dict]]:
+                 position: dict | None = None, csv_columns: tuple[str, ...] = (), max_line_bytes: int | None = None
+                 ) -> Iterator[tuple[str, Any, dict]]:
     """(location, record, position after it) for every record of a file, from `position` on.
 
     A record is a dict (a .txt document becomes {text_field: text}), another JSON value as found, or a BadRecord
     (its location set). Locations are "file:line" (jsonl, txt, csv), "file: record N" (a JSON list) or
     "file: row N" (parquet); inside a .zip, "archive.zip!member". `csv_columns`: header columns a CSV must have (a
-    missing one is a missing_field at line 1, and the file yields nothing else)."""
+    missing one is a missing_field at line 1, and the file yields nothing else). `max_line_bytes`: a .jsonl line
+    longer than this is an `oversized_record`, read past in chunks without being held (memory stays bounded)."""
     if txt_document not in TXT_DOCUMENTS:
         raise ValueError(f"txt_document must be one of {', '.join(TXT_DOCUMENTS)}, got {txt_document!r}")
     if path.lower().endswith(".zip"):
         if position:
             raise ValueError(f"{path}: reading a .zip archive cannot resume from a position; unzip it")
-        yield from _read_zip(path, fmt, txt_document, text_field, csv_columns)
+        yield from _read_zip(path, fmt, txt_document, text_field, csv_columns, max_line_bytes)
         return
     fmt, compression = format_of(path, fmt)
-    yield from _read(path, path, fmt, compression, None, txt_document, text_field, position or {}, csv_columns)
+    yield from _read(path, path, fmt, compression, None, txt_document, text_field, position or {}, csv_columns,
+                     max_line_bytes)
 
 
-def _read_zip(path, fmt, txt_document, text_field, csv_columns):
+def _read_zip(path, fmt, txt_document, text_field, csv_columns, max_line_bytes=None):
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, EOFError) as err:
@@ -261,7 +265,7 @@ def _read_zip(path, fmt, txt_document, text_field, csv_columns):
                 continue
             with raw:
                 yield from _read(member, display, member_fmt, compression, raw, txt_document, text_field, {},
-                                 csv_columns)
+                                 csv_columns, max_line_bytes)
 
 
 def _decoding_errors(fmt: str, compression: str | None) -> tuple[type[BaseException], ...]:
@@ -283,7 +287,8 @@ def _decoding_errors(fmt: str, compression: str | None) -> tuple[type[BaseExcept
     return tuple(errors)
 
 
-def _read(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns):
+def _read(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns,
+          max_line_bytes=None):
     """The records of one file; a file that breaks off ends with one corrupt_file record at the place it broke."""
     raw_given = raw is not None
     if raw is None:
@@ -292,7 +297,7 @@ def _read(path, display, fmt, compression, raw, txt_document, text_field, positi
     last: tuple[str, Any, dict] | None = None
     try:
         for last in _read_opened(path, display, fmt, compression, raw, txt_document, text_field, position,
-                                 csv_columns):
+                                 csv_columns, max_line_bytes):
             yield last
     except errors as err:
         where, after = _break_point(display, fmt, last, position)
@@ -312,17 +317,19 @@ def _break_point(display: str, fmt: str, last, position: dict) -> tuple[str, dic
     return f"{display}: {'record' if fmt == 'json' else 'row'} {after.get('row', 0)}", after
 
 
-def _read_opened(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns):
+def _read_opened(path, display, fmt, compression, raw, txt_document, text_field, position, csv_columns,
+                 max_line_bytes=None):
     if fmt == "parquet":
         yield from _parquet_records(path, display, compression, raw, position)
         return
     with open_binary(path, compression, raw) as f:
         if fmt in ("jsonl", "txt"):
             skip_bytes(f, position.get("offset", 0))
-            lines = _lines(f, position.get("offset", 0), position.get("line", 0))
             if fmt == "jsonl":
+                lines = _lines(f, position.get("offset", 0), position.get("line", 0), max_line_bytes)
                 yield from _jsonl_records(lines, display)
             else:
+                lines = _lines(f, position.get("offset", 0), position.get("line", 0))
                 for line, text, after in txt_documents(lines, txt_document):
                     yield (*_txt_record(text, display, line, text_field), after)
         elif fmt == "json":
@@ -331,11 +338,37 @@ def _read_opened(path, display, fmt, compression, raw, txt_document, text_field,
             yield from _csv_records(f, display, position.get("row", 0), csv_columns)
 
 
-def _lines(f, offset: int, line: int) -> Iterator[tuple[int, int, bytes]]:
+class _Oversized(int):
+    """In place of a line's bytes: a line longer than the limit, by its length in bytes (never held in memory)."""
+
+
+def _bounded(f, limit: int) -> Iterator[bytes | _Oversized]:
+    """The lines of a binary stream, each longer than `limit` bytes replaced by its length (read in 1 MB chunks)."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(NEWLINE):
+            yield raw
+            continue
+        size = len(raw)
+        while True:
+            chunk = f.readline(1 << 20)
+            size += len(chunk)
+            if not chunk or chunk.endswith(NEWLINE):
+                break
+        yield _Oversized(size)
+
+
+def _lines(f, offset: int, line: int, max_bytes: int | None = None) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset of its start, bytes) of every line from a position on; a UTF-8 byte-order mark at
-    the start of the file is not part of the first line."""
-    for raw in f:
+    the start of the file is not part of the first line. With `max_bytes`, a longer line comes as `_Oversized`."""
+    for raw in (f if max_bytes is None else _bounded(f, max_bytes)):
         line += 1
+        if isinstance(raw, _Oversized):
+            yield line, offset, raw
+            offset += raw
+            continue
         start = offset
         offset += len(raw)
         if start == 0 and raw.startswith(BOM):
@@ -394,6 +427,11 @@ def _txt_record(text: tuple[int, bytes], display: str, line: int, text_field: st
 
 def _jsonl_records(lines, display):
     for number, offset, raw in lines:
+        if isinstance(raw, _Oversized):
+            where = f"{display}:{number}"
+            yield where, BadRecord("oversized_record", None, f"a line of {int(raw):,} bytes", where), {
+                "offset": offset + raw, "line": number}
+            continue
         after = {"offset": offset + len(raw), "line": number}
         if not raw.strip():
             continue  # blank lines between JSON records are not records

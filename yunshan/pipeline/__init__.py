@@ -6,6 +6,8 @@
 
 Stages, in order (each writes its own subfolder of `output_dir`; stages.py has one record per stage):
 
+    prepare      corpus preparation on datatrove (yunshan data prepare): cleaning, personal data, decontamination,
+                 near duplicates; its corpus is ${prepared}, which the tokenizer and cpt sources name
     base         stand-in base model (demo only): BPE tokenizer + small PanGu-π pretrained on general text
     tokenizer    vocabulary extension: continued BPE on domain text + word lists (yunshan tokenizer extend)
     eval_before  yunshan eval on the base model

@@ -104,6 +104,7 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
     lines += ["", "## Stages", "", "| stage | status | seconds | output |", "|---|---|---:|---|"]
     for s in manifest.stages:
         lines.append(f"| {s.name} | {s.status} | {'' if s.seconds is None else s.seconds} | `{s.output}` |")
+    lines += _prepare_lines(layout)
     lines += _decontamination_lines(layout)
     cpt = manifest.stage("cpt").summary if manifest.stage("cpt") else None
     if cpt and cpt.get("extension_cost"):
@@ -171,6 +172,27 @@ def _preference_lines(summary: dict) -> list[str]:
             first, last = bpc[0][key], bpc[-1][key]
             lines.append(f"| bits/char, {key[4:]} held-out text | {first:.4f} | {last:.4f} | "
                          f"{100 * (last / first - 1):+.2f}% |")
+    return lines
+
+
+def _prepare_lines(layout: RunLayout) -> list[str]:
+    """The prepare stage's table: documents and characters at each step, every drop by reason, and its funnel."""
+    import json
+
+    from yunshan.prepare.report import REPORT, render_table
+
+    folder = layout.folder("prepare")
+    if not layout.enabled("prepare") or not (folder / REPORT).is_file():
+        return []
+    s = json.loads((folder / REPORT).read_text(encoding="utf-8"))
+    nd = s["near_duplicates"]
+    lines = ["", f"## Corpus preparation (`{folder.name}/prepare_report.md`)", "",
+             f"{s['documents_read']:,} documents read, {s['documents_written'] or 0:,} kept; characters "
+             f"{s['chars_read']:,} -> {s['chars_written']:,} ({(s['chars_kept_share'] or 0):.1%}); "
+             f"{nd['clusters']:,} near-duplicate clusters ({nd['removed']:,} documents removed); the corpus the "
+             f"later stages read: `{folder.name}/documents/`.", "", render_table(s["steps"])]
+    if (folder / "funnel.png").is_file():
+        lines += ["", f"![characters from raw to kept]({folder.name}/funnel.png)"]
     return lines
 
 

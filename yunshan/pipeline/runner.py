@@ -246,14 +246,18 @@ class PipelineRunner:
         r = self.recipe
         if r.model is not None:
             problems += _check_model(r)
-        paths = []
+        paths = []  # (stage, path): a path an earlier stage writes is not missing, except to the stage writing it
         for stage in STAGES:
             section = self.layout.section(stage)
             if section is not None:
-                paths += self.stage_paths(stage)
+                paths += [(stage.name, p) for p in self.stage_paths(stage)]
                 problems += [p for p in stage.check(section) if p not in problems]
-        for p in dict.fromkeys(paths):
-            if p and not input_files([p]) and not os.path.isdir(p):
+        for name, p in dict.fromkeys(paths):
+            if p and self.layout.produced_by_earlier_stage(p):
+                if name == "prepare":
+                    problems.append(f"prepare.inputs: {p} is the prepare stage's own output; name the raw corpus")
+                continue
+            if p and not input_files([p]) and not os.path.isdir(p) and f"missing: {p}" not in problems:
                 problems.append(f"missing: {p}")
         try:
             manifest = self.load_manifest()

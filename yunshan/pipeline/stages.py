@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from yunshan.eval.commands import EvalArgs
 from yunshan.eval.decontamination import DecontaminateArgs
 from yunshan.hub.export import ExportArgs
 from yunshan.hub.push import PushArgs
+from yunshan.prepare.args import PrepareArgs
 from yunshan.tokenizer.extend import ExtendArgs
 from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
@@ -84,6 +86,9 @@ class PipelineRecipe:
     name: str = field(default="yunshan", metadata={"help": "run name (used in reports and the model card)"})
     output_dir: str = field(default="runs/yunshan", metadata={"path": True,
         "help": "run folder: one subfolder per stage"})
+    prepare: PrepareArgs | None = field(default=None, metadata={
+        "help": "corpus preparation on datatrove before every other stage (yunshan data prepare): its corpus is "
+                "${prepared} (OUTPUT_DIR/prepare/documents), which tokenizer_extension.corpus and cpt sources name"})
     model: ModelArgs | None = field(default=None, metadata={"help": "the base model (unless base is given)"})
     tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs, metadata={
         "help": "the base model's tokenizer (path: default the model folder) and how new rows start"})
@@ -134,7 +139,16 @@ class RunLayout:
         return self.section(STAGE[name]) is not None
 
     def folder(self, name: str) -> Path:
-        return self.out / f"{STAGE_NAMES.index(name):02d}_{name}"
+        if STAGE[name].folder is not None:
+            return self.out / STAGE[name].folder
+        return self.out / f"{STAGE_NAMES.index(name) - UNNUMBERED:02d}_{name}"
+
+    def produced_by_earlier_stage(self, path: str) -> bool:
+        """Whether `path` lies in the folder of a stage that runs before the ones reading it (the prepared corpus)."""
+        if not self.enabled("prepare"):
+            return False
+        folder = Path(os.path.abspath(self.folder("prepare")))
+        return folder == Path(os.path.abspath(path)) or folder in Path(os.path.abspath(path)).parents
 
     def base_model_dir(self, weights: bool = True) -> str:
         """The base model's folder: a Hub id in model.name_or_path resolves to its HF cache folder (downloaded
@@ -179,6 +193,35 @@ class RunLayout:
 
 
 # ---------------------------------------------------------------- the stages
+
+
+def run_prepare_stage(layout: RunLayout, p: PrepareArgs) -> dict:
+    """The corpus preparation into the stage folder; decontamination without its own sets uses the eval section's."""
+    from yunshan.prepare.pipeline import run_prepare
+    from yunshan.prepare.report import render_summary
+
+    d = p.decontamination
+    e = layout.recipe.eval
+    if d.enabled and not d.tasks and not d.heldout and e is not None:
+        d = dataclasses.replace(d, tasks=list(e.tasks), heldout=list(e.heldout), data_dir=d.data_dir or e.data_dir,
+                                include_path=list(d.include_path or e.include_path))
+    out = layout.folder("prepare")
+    summary = run_prepare(dataclasses.replace(p, out=str(out), decontamination=d))
+    print(render_summary(summary, out), flush=True)
+    return {k: summary[k] for k in ("documents_read", "documents_written", "chars_read", "chars_written",
+                                    "chars_kept_share", "dropped", "seconds", "chars_per_second_per_core")} | {
+        "near_duplicate_clusters": summary["near_duplicates"]["clusters"],
+        "near_duplicates_removed": summary["near_duplicates"]["removed"], "corpus": "documents/"}
+
+
+def _prepare_inputs(p: PrepareArgs) -> list[str]:
+    return [path for i in p.inputs for path in ([i.path] if isinstance(i.path, str) else i.path)]
+
+
+
+def _prepared_upstream(*names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
+    """The prepare stage is upstream of the stages that read text when it is in the recipe."""
+    return lambda recipe: (("prepare",) if recipe.prepare is not None else ()) + names
 
 
 def run_base(layout: RunLayout, b: StandInBaseArgs) -> dict:
@@ -655,23 +698,26 @@ class Stage:
     # what the dry run's plan says about the stage beyond run/skip (e.g. the tokenizer's new tokens as capped); its
     # "warnings", if any, are also listed at the top of the dry run and printed
     describe: Callable[[PipelineRecipe], dict] | None = None
+    folder: str | None = None  # a folder name of its own instead of NN_name (the stages after keep their numbers)
 
     def upstream_in(self, recipe: PipelineRecipe) -> tuple[str, ...]:
         return self.upstream(recipe) if callable(self.upstream) else self.upstream
 
 
 STAGES: tuple[Stage, ...] = (
+    # First, in a folder without a number: the stages after it kept the numbers they had before it existed.
+    Stage("prepare", "prepare", (), _prepare_inputs, False, run_prepare_stage, filled=("out",), folder="prepare"),
     Stage("base", "base", (), lambda b: b.tokenizer_corpus + _source_paths(b.data.sources), False, run_base,
           filled=("training.output_dir",), check=lambda b: _open_cpt_sources("base", b)),
-    Stage("tokenizer", "tokenizer_extension", ("base",),
+    Stage("tokenizer", "tokenizer_extension", _prepared_upstream("base"),
           lambda t: t.corpus + t.report_texts + [w for w in t.words if not w.startswith("builtin:")], False,
           run_tokenizer, filled=("base", "revision", "out", "overwrite", "budget_tokens"), check=_check_extension,
           reads=_tokenizer_reads, describe=_describe_tokenizer),
     Stage("eval_before", "eval", ("base",), _eval_inputs, False, run_eval_before, filled=("model", "out"),
           check=_check_eval),
-    Stage("decontamination", "decontamination", (), lambda d: [], False, run_decontamination,
+    Stage("decontamination", "decontamination", _prepared_upstream(), lambda d: [], False, run_decontamination,
           filled=("inputs", "format", "text_field", "out"), reads=_decontamination_reads),
-    Stage("cpt", "cpt", _after_decontamination("cpt", "base", "tokenizer"),
+    Stage("cpt", "cpt", _after_decontamination("cpt", "prepare", "base", "tokenizer"),
           lambda c: _source_paths(c.data.sources) + c.monitor.general + c.monitor.domain, True, run_cpt_stage,
           filled=("model", "tokenizer", "training.output_dir", "data.exclude"), check=_check_cpt),
     Stage("sft", "sft", _after_decontamination("sft", "base", "tokenizer", "cpt"), lambda s: _source_paths(s.data.sources),
@@ -691,7 +737,17 @@ STAGES: tuple[Stage, ...] = (
 STAGE = {s.name: s for s in STAGES}
 TRAINING_STAGES = ("cpt", "sft", "preference")  # the stages that write a model, in order
 STAGE_NAMES = tuple(STAGE)
+UNNUMBERED = sum(1 for s in STAGES if s.folder is not None)  # stages before the numbered ones
 
+def _recipe_variables(data: dict, variables: dict[str, str]) -> dict[str, str]:
+    """${prepared}: the prepare stage's corpus, OUTPUT_DIR/prepare/documents (output_dir as the recipe gives it)."""
+    from yunshan.recipe import expand_variables
+
+    output_dir = data.get("output_dir") if isinstance(data.get("output_dir"), str) else "runs/yunshan"
+    return {"prepared": f"{expand_variables(output_dir, variables)}/prepare/documents"}
+
+
+PipelineRecipe.recipe_variables = staticmethod(_recipe_variables)
 PipelineRecipe.RESERVED_KEYS = {
     f"{s.section}.{key}": f"set by yunshan run ({s.name} stage: the folders that connect the stages); remove it"
     for s in STAGES for key in s.filled}
