@@ -45,7 +45,7 @@ REQUIRED = {
     "ChatArgs": {"model": "m"}, "ServeArgs": {"model": "m"}, "InfoArgs": {"preset_or_path": "tiny"},
     "UpcycleArgs": {"src": "a", "dst": "b"},
     "ImportGgufArgs": {"gguf_file": "a.gguf", "out": "b"}, "MergeArgs": {"model": "a", "instruct": "b", "out": "c"}, "ReportArgs": {"tokenizer": ["t"], "text": ["x"]},
-    "PipelineRecipe": {"base": {}},
+    "PipelineRecipe": {"base": {}}, "InputArgs": {"name": "s", "path": "a.jsonl"},
 }
 
 

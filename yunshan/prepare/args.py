@@ -146,7 +146,7 @@ class NearDedupArgs:
     buckets: int = field(default=14, metadata={"range": ">= 1", "help": "LSH bands"})
     hashes_per_bucket: int = field(default=8, metadata={"range": ">= 1",
         "help": "rows per band; the similarity at which a pair is found half the time is (1/buckets)^(1/rows)"})
-    seed: int = field(default=1, metadata={"help": "seed of the MinHash permutations"})
+    seed: int = field(default=1, metadata={"range": ">= 0", "help": "seed of the MinHash permutations"})
 
     def __post_init__(self):
         check_fields(self)
