@@ -6,6 +6,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.yunshan-installed
 TEST_STAMP := $(VENV)/.yunshan-test-installed
+PREPARE_STAMP := $(VENV)/.yunshan-prepare-installed
 # Never reach a model hub at run time; set before any HF library is imported.
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -45,6 +46,11 @@ $(TEST_STAMP): $(STAMP)
 	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
 		b is None or not b.is_compatible() or b.load()"
 	@touch $(TEST_STAMP)
+
+# The real-data recipes' prepare stage runs on datatrove (the `prepare` extra; pulls no torch).
+$(PREPARE_STAMP): $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[prepare]"
+	@touch $(PREPARE_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/yunshan run recipes/demo_tiny.yaml
@@ -96,11 +102,11 @@ demo-real: $(REAL_MODEL)/config.json
 # A legal specialist on real data: the imported SmolLM2-135M, extended and trained on the real Chinese laws corpus,
 # evaluated on the held-out Civil Code and subsets of LawBench, FinEval and CMMLU (recipes/smollm2-135m_laws.yaml;
 # the real releases beside the checkout in ../shared/realdata, or YUNSHAN_REALDATA).
-laws: $(REAL_MODEL)/config.json
+laws: $(REAL_MODEL)/config.json $(PREPARE_STAMP)
 	$(VENV)/bin/yunshan run recipes/smollm2-135m_laws.yaml
 
 # The same legal specialist from the second family (recipes/gemma3-270m_laws.yaml).
-laws-gemma: $(GEMMA_MODEL)/config.json
+laws-gemma: $(GEMMA_MODEL)/config.json $(PREPARE_STAMP)
 	$(VENV)/bin/yunshan run recipes/gemma3-270m_laws.yaml
 
 gemma-model: $(GEMMA_MODEL)/config.json

@@ -40,7 +40,7 @@ from yunshan.field_rules import check_fields
 
 from .base import COPIED_FILES, FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable
-from .continued_bpe import LearnedStep, Pieces, learn_continued_bpe
+from .continued_bpe import LearnedStep, LearnResult, Pieces, learn_continued_bpe
 from .conventions import detect_conventions
 from .parallel import Workers, available_cores
 from .corpus import CorpusSample, CorpusStats, corpus_files, read_corpus, sample_documents
@@ -479,40 +479,17 @@ def _extend(args: ExtendArgs, log) -> dict:
 
     chain_records = kept([record(s, "word_list") for s in chain_steps])
     stats = CorpusStats(sample=CorpusSample(limit=args.sample_chars, seed=args.seed))
-    documents = read_corpus(corpus, format=args.format, text_field=args.text_field, txt_document=args.txt_document,
-                            on_bad_record=args.on_bad_record, stats=stats)
-    processes = args.processes or available_cores()
-    documents = sample_documents(documents, stats.sample)
-    documents = iter(documents)
-    head = list(itertools.islice(documents, FAST_PATH_CHECK_DOCUMENTS))
-    model, segmenter_vocab = _segmenter(base, chain_records)
-    with Workers(processes, *base.word_splitter(head), model=model) as workers:
-        counter = workers.count(itertools.chain(head, documents))
-        stats.words, stats.unique_words = sum(counter.values()), len(counter)
+    corpus_read = not (allowed - chain_new <= 0 and capped is not None)
+    if not corpus_read:
+        # The budget carries no corpus token: counting 20 M characters (a minute) would learn nothing.
+        learned = LearnResult(steps=[], tokens_before=0, tokens_after=0, stop_reason="budget", rejected=0,
+                              rejected_by_reason={})
         counted = time.perf_counter()
-        bad = sum(n for f in stats.files for n in f.bad.values())
-        read = sum(f.characters for f in stats.files)
-        log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {read:,} characters in {len(corpus)} "
-            f"file{'s' * (len(corpus) > 1)}" + (f" ({bad:,} unusable records skipped)" if bad else "")
-            + ("" if stats.sample.whole_corpus else f"; counted a seeded sample of {stats.sample.characters:,} "
-               f"characters (--sample-chars {args.sample_chars:,}, --seed {args.seed})")
-            + f": {stats.words:,} words ({stats.unique_words:,} unique) in {counted - started:.1f}s "
-              f"({processes} process{'es' * (processes > 1)})")
-        del documents, head  # the sample's text
-        counts = np.fromiter(counter.values(), np.int64, len(counter))
-        ids, lengths = workers.segment(list(counter))
-    del counter
-    pieces, pending = _initial_pieces(base, counts, ids, lengths, vocab, mergeable, segmenter_vocab)
-    del counts, ids, lengths
-    learned = learn_continued_bpe(
-        pieces, strings=strings, vocab=vocab, new_token_budget=allowed - chain_new,
-        min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
-        pending=pending,
-        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
-        violation=violation)
-    del pieces
-    log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
-        f"(stopped: {learned.stop_reason})")
+        log(f"corpus: not read (the budget carries no corpus token; {len(corpus)} file{'s' * (len(corpus) > 1)} "
+            "hashed for the report)")
+    else:
+        learned, counted = _learn_from_corpus(args, base, corpus, stats, strings, vocab, mergeable, chain_records,
+                                              allowed - chain_new, violation, started, log)
     records = chain_records + kept([record(s, "corpus") for s in learned.steps])
 
     from tokenizers import Tokenizer
@@ -561,7 +538,7 @@ def _extend(args: ExtendArgs, log) -> dict:
         },
         "base_conventions": conventions.as_dict(),
         "training_words": {"tokens_before": learned.tokens_before, "tokens_after": learned.tokens_after},
-        "corpus": {**stats.as_dict(), "sha256": [sha256_file(f) for f in corpus]},
+        "corpus": {**stats.as_dict(), "read": corpus_read, "sha256": [sha256_file(f) for f in corpus]},
         "word_lists": [wl.summary() for wl in word_lists],
         "terms": {"total": len(terms), "by_status": status_counts,
                   "not_added": [{"term": t.term, "status": t.status} for t in term_results
@@ -583,6 +560,48 @@ def _extend(args: ExtendArgs, log) -> dict:
 
         report["compression"] = compression_report([args.base, args.out], args.report_texts)
     return report
+
+
+def _learn_from_corpus(args: ExtendArgs, base, corpus, stats, strings, vocab, mergeable, chain_records,
+                       corpus_budget: int, violation, started: float, log):
+    """Count the corpus' training words (in worker processes) and learn up to `corpus_budget` new tokens by
+    continued BPE; returns the LearnResult and the time counting ended."""
+    base_size = len(base.id_to_token)
+    documents = read_corpus(corpus, format=args.format, text_field=args.text_field, txt_document=args.txt_document,
+                            on_bad_record=args.on_bad_record, stats=stats)
+    processes = args.processes or available_cores()
+    documents = sample_documents(documents, stats.sample)
+    documents = iter(documents)
+    head = list(itertools.islice(documents, FAST_PATH_CHECK_DOCUMENTS))
+    model, segmenter_vocab = _segmenter(base, chain_records)
+    with Workers(processes, *base.word_splitter(head), model=model) as workers:
+        counter = workers.count(itertools.chain(head, documents))
+        stats.words, stats.unique_words = sum(counter.values()), len(counter)
+        counted = time.perf_counter()
+        bad = sum(n for f in stats.files for n in f.bad.values())
+        read = sum(f.characters for f in stats.files)
+        log(f"corpus: {sum(f.documents for f in stats.files):,} documents, {read:,} characters in {len(corpus)} "
+            f"file{'s' * (len(corpus) > 1)}" + (f" ({bad:,} unusable records skipped)" if bad else "")
+            + ("" if stats.sample.whole_corpus else f"; counted a seeded sample of {stats.sample.characters:,} "
+               f"characters (--sample-chars {args.sample_chars:,}, --seed {args.seed})")
+            + f": {stats.words:,} words ({stats.unique_words:,} unique) in {counted - started:.1f}s "
+              f"({processes} process{'es' * (processes > 1)})")
+        del documents, head  # the sample's text
+        counts = np.fromiter(counter.values(), np.int64, len(counter))
+        ids, lengths = workers.segment(list(counter))
+    del counter
+    pieces, pending = _initial_pieces(base, counts, ids, lengths, vocab, mergeable, segmenter_vocab)
+    del counts, ids, lengths
+    learned = learn_continued_bpe(
+        pieces, strings=strings, vocab=vocab, new_token_budget=corpus_budget,
+        min_frequency=args.min_frequency, blocked={i for i in range(base_size) if not base.mergeable(i)},
+        pending=pending,
+        reserved=base.reserved_strings, max_token_chars=args.max_token_chars, token_chars=_token_chars(base),
+        violation=violation)
+    del pieces
+    log(f"learned {len(learned.steps)} steps in {time.perf_counter() - counted:.1f}s "
+        f"(stopped: {learned.stop_reason})")
+    return learned, counted
 
 
 def _write_atomically(out: Path, files: dict[str, bytes], overwrite: bool) -> None:

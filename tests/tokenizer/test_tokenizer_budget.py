@@ -92,6 +92,10 @@ def test_a_budget_that_carries_no_new_token_writes_the_base_tokenizer_unchanged(
                     budget_tokens=TOKENS_PER_NEW_TOKEN - 1)
     assert report["new_tokens"]["added"] == 0 and report["new_tokens"]["budget_cap"] == 0
     assert "capped at 0" in report["new_tokens"]["capped"]
+    # Nothing to learn, so the corpus is not read (issue 47: a minute of counting on the real laws corpus); the
+    # report says so, and still names the corpus by hash.
+    assert report["corpus"]["read"] is False and report["corpus"]["files"] == []
+    assert len(report["corpus"]["sha256"]) == 1
     from tokenizers import Tokenizer
 
     written, original = (Tokenizer.from_file(str(folder / "tokenizer.json"))
