@@ -43,17 +43,21 @@ REL = 1e-5
 # ------------------------------------------------------------------------------------------------ one run (child)
 
 
-def stage_args(stage: str, model_dir: Path, loss: str, precision: str, steps: int, seq_len: int, out: Path):
-    """The laws recipe's `stage` section on `model_dir` (its own tokenizer: no extension), `steps` steps."""
+def stage_args(stage: str, model_dir: Path, loss: str, precision: str, steps: int, seq_len: int, out: Path,
+               checkpointing: bool = False):
+    """The laws recipe's `stage` section on `model_dir` (its own tokenizer: no extension), `steps` steps, with
+    gradient checkpointing on or off."""
     from yunshan.pipeline import PipelineRecipe
+    from yunshan.pipeline.stages import unprepared
     from yunshan.recipe import load_recipe
     from yunshan.training.arguments import ModelArgs, TokenizerArgs
 
     os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
-    recipe = load_recipe(PipelineRecipe, str(RECIPE))
+    recipe = unprepared(load_recipe(PipelineRecipe, str(RECIPE)))  # the raw laws corpus
     section = getattr(recipe, stage)
     training = dataclasses.replace(section.training, max_steps=steps, output_dir=str(out), resume="never",
-                                   save_steps=10 ** 6, logging_steps=1, warmup_steps=0, precision=precision, loss=loss)
+                                   save_steps=10 ** 6, logging_steps=1, warmup_steps=0, precision=precision, loss=loss,
+                                   gradient_checkpointing=checkpointing)
     changes = {"model": ModelArgs(name_or_path=str(model_dir)), "tokenizer": TokenizerArgs(path=str(model_dir)),
                "training": training}
     if stage == "cpt":
@@ -78,7 +82,7 @@ def child(spec: dict) -> None:
 
     clock = Clock()
     args = stage_args(spec["stage"], Path(spec["model"]), spec["loss"], spec["precision"], spec["steps"],
-                      spec["seq_len"], Path(spec["out"]))
+                      spec["seq_len"], Path(spec["out"]), spec.get("checkpointing", False))
     started = time.perf_counter()
     if spec["stage"] == "cpt":
         from yunshan.training.cpt import run_cpt

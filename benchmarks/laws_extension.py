@@ -78,10 +78,11 @@ def check_variant(variant: str) -> str:
 
 def load_pipeline(model_dir: Path):
     from yunshan.pipeline import PipelineRecipe
+    from yunshan.pipeline.stages import unprepared
     from yunshan.recipe import load_recipe
 
     os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
-    recipe = load_recipe(PipelineRecipe, str(RECIPE))
+    recipe = unprepared(load_recipe(PipelineRecipe, str(RECIPE)))  # the raw laws corpus
     return dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, name_or_path=str(model_dir)))
 
 

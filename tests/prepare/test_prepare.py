@@ -416,3 +416,26 @@ def test_warc_and_html_inputs_go_through_trafilatura(tmp_path):
         text = next(t for t in texts if first_article in t)
         assert "第1条 " + first_article in text and "第8条" in text
         assert "版权所有" not in text and "首页" not in text and "<p>" not in text
+
+
+def test_the_laws_recipes_read_the_prepared_corpus_and_unprepared_gives_back_the_raw_one(monkeypatch):
+    """Both laws recipes prepare the laws corpus and train on what the preparation wrote (issue 46); `unprepared`
+    (what benchmarks that run one stage without the preparation call) puts the raw release back in both places and
+    leaves every other source alone."""
+    from yunshan.pipeline import PipelineRecipe
+    from yunshan.pipeline.stages import unprepared
+    from yunshan.recipe import load_recipe
+
+    monkeypatch.setenv("YUNSHAN_REALDATA", "/nonexistent/realdata")  # paths are only compared, never opened
+    root = Path(__file__).resolve().parents[2]
+    for name in ("smollm2-135m_laws.yaml", "gemma3-270m_laws.yaml"):
+        recipe = load_recipe(PipelineRecipe, root / "recipes" / name)
+        prepared = str(Path(recipe.output_dir) / "prepare" / "documents")
+        assert [i.path for i in recipe.prepare.inputs] == ["/nonexistent/realdata/laws/laws.jsonl.zst"], name
+        assert recipe.tokenizer_extension.corpus == [prepared], name
+        laws = {s.name: s.path for s in recipe.cpt.data.sources}
+        assert laws["laws"] == prepared, name
+        raw = unprepared(recipe)
+        assert raw.tokenizer_extension.corpus == ["/nonexistent/realdata/laws/laws.jsonl.zst"], name
+        paths = {s.name: s.path for s in raw.cpt.data.sources}
+        assert paths == {**laws, "laws": "/nonexistent/realdata/laws/laws.jsonl.zst"}, name

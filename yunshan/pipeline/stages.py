@@ -751,3 +751,33 @@ PipelineRecipe.recipe_variables = staticmethod(_recipe_variables)
 PipelineRecipe.RESERVED_KEYS = {
     f"{s.section}.{key}": f"set by yunshan run ({s.name} stage: the folders that connect the stages); remove it"
     for s in STAGES for key in s.filled}
+
+
+def unprepared(recipe: PipelineRecipe) -> PipelineRecipe:
+    """The recipe with ${prepared} (the prepare stage's corpus) replaced by the prepare stage's own inputs: what a
+    benchmark that runs one stage of the recipe, without its preparation, reads (the raw corpus the preparation
+    would clean). A cpt source reading ${prepared} needs a single prepare input."""
+    prepared = _recipe_variables({"output_dir": recipe.output_dir}, {})["prepared"]
+    inputs = [i.path for i in recipe.prepare.inputs] if recipe.prepare is not None else []
+    if not inputs:
+        return recipe
+
+    def same(path: str) -> bool:
+        return os.path.abspath(path) == os.path.abspath(prepared)
+
+    def raw(path: str, what: str) -> str:
+        if not same(path):
+            return path
+        if len(inputs) != 1:
+            raise ValueError(f"{what} reads ${{prepared}}, built from {len(inputs)} prepare inputs; name one")
+        return inputs[0]
+
+    extension = recipe.tokenizer_extension
+    if extension is not None:
+        corpus = [p for c in extension.corpus for p in (inputs if same(c) else [c])]
+        recipe = dataclasses.replace(recipe, tokenizer_extension=dataclasses.replace(extension, corpus=corpus))
+    if recipe.cpt is not None:
+        sources = [dataclasses.replace(s, path=raw(s.path, f"cpt source {s.name!r}")) for s in recipe.cpt.data.sources]
+        recipe = dataclasses.replace(recipe, cpt=dataclasses.replace(
+            recipe.cpt, data=dataclasses.replace(recipe.cpt.data, sources=sources)))
+    return recipe
