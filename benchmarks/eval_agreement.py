@@ -1,8 +1,8 @@
 """yunshan's answer-only scoring against lm-evaluation-harness on the real CMMLU and FinEval files and real
 checkpoints: the same letter on every question, option log-likelihoods within 1e-4, wall time side by side.
 
-    .venv/bin/python benchmarks/eval_agreement.py --model /work/models/smollm2-135m --model /work/models/gemma3-270m
-    .venv/bin/python benchmarks/eval_agreement.py --model /work/models/smollm2-135m --limit 5 --shots 0   # a look
+    .venv/bin/python benchmarks/eval_agreement.py --model models/smollm2-135m --model models/gemma3-270m
+    .venv/bin/python benchmarks/eval_agreement.py --model models/smollm2-135m --limit 5 --shots 0   # a look
 
 Needs lm-eval (`pip install "lm-eval[hf]>=0.4.13,<0.5"`, in the dev extra) and the real releases
 (`../shared/realdata/{cmmlu,fineval}` by default). For each model, benchmark (4 subjects each by default, the first

@@ -1,8 +1,8 @@
 """Where an extension's step-0 cost sits: which output rows the fit may move, and what is left.
 
     make real-model
-    .venv/bin/python benchmarks/laws_extension.py --budgets 40 --variants n100 --out /tmp/lx   # writes tokenizer_100
-    .venv/bin/python benchmarks/extension_fit_rows.py --tokenizer /tmp/lx/tokenizer_100 --untie
+    .venv/bin/python benchmarks/laws_extension.py --budgets 40 --variants n100 --out runs/lx   # writes tokenizer_100
+    .venv/bin/python benchmarks/extension_fit_rows.py --tokenizer runs/lx/tokenizer_100 --untie
 
 SmolLM2-135M-Instruct (untied in memory with --untie, so that output rows move without moving inputs) grows the
 rows of an extended tokenizer (each new row the mean of its pieces', as yunshan cpt does) and fits, with the

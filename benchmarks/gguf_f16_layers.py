@@ -1,6 +1,6 @@
 """Where llama.cpp's logits of an f16 GGUF export part from transformers', layer by layer.
 
-    python benchmarks/gguf_f16_layers.py --model /work/models/smollm2-135m      # needs llama-cpp-python (.[gguf])
+    python benchmarks/gguf_f16_layers.py --model models/smollm2-135m      # needs llama-cpp-python (.[gguf])
 
 The model is exported with `yunshan export --gguf --quant f16` and run once by llama.cpp (llama-cpp-python, f32 KV
 cache, no flash attention, as tests/hub/test_gguf_llama_cpp.py runs it), whose own intermediate tensors are read

@@ -1,7 +1,7 @@
 """`yunshan serve` under load: 16 concurrent openai clients, every answer checked, p50/p99 latency and tokens/s.
 
     python benchmarks/serve_load.py                                     # models/smollm2-135m (make real-model)
-    python benchmarks/serve_load.py --model /work/models/smollm2-135m --batch-sizes 1 16 --requests 2
+    python benchmarks/serve_load.py --model models/smollm2-135m --batch-sizes 1 16 --requests 2
     python benchmarks/serve_load.py --llama-cpp-gguf exports/smollm2-f32/m-F32.gguf exports/smollm2-f16/m-F16.gguf
 
 For each --batch-sizes value the script starts `yunshan serve MODEL --max-batch-size B` in its own process, sends one

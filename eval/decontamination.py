@@ -2,7 +2,7 @@
 on both sides; the engine of `yunshan data decontaminate` and of `yunshan run`'s decontamination stage.
 
     yunshan data decontaminate --config recipes/demo_tiny.yaml --out runs/decontamination
-    yunshan data decontaminate corpus.jsonl.zst --tasks lawbench=/data/LawBench/data/zero_shot --out runs/decont
+    yunshan data decontaminate corpus.jsonl.zst --tasks lawbench=data/LawBench/data/zero_shot --out runs/decont
 
     from yunshan.eval.decontamination import DecontaminateArgs, run_decontamination
     report, first_hits = run_decontamination(DecontaminateArgs(inputs=["corpus.jsonl"], tasks=["fineval"], out="d"))

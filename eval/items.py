@@ -2,7 +2,7 @@
 training data against (yunshan.data.decontamination, `yunshan data decontaminate`).
 
     from yunshan.eval.items import eval_items
-    for item in eval_items("fineval", "/data/FinEval"):
+    for item in eval_items("fineval", "data/FinEval"):
         print(item.location, item.fields)            # .../val/accounting_val.csv:2 ['应收账款是指（ ）。', ...]
 
 The layouts are read by the benchmark modules' own readers, so a file `yunshan eval` rejects is rejected here with

@@ -251,7 +251,7 @@ def test_report_file_is_complete_and_reproducible(kind, extended, corpus):
 def test_compressed_parquet_zip_and_glob_corpora_give_the_vocabulary_of_the_plain_file(bases, corpus, extended,
                                                                                       tmp_path, capsys):
     """One record reader (yunshan.data.records): the corpus `yunshan cpt` reads in any format or compression is the
-    corpus the extension learns from, record for record. README command 1 (`--corpus X.jsonl.gz Y.jsonl.zst
+    corpus the extension learns from, record for record. docs/pipeline.md's command 1 (`--corpus X.jsonl.gz Y.jsonl.zst
     --words builtin:finance builtin:legal`) runs through the command line."""
     import gzip
     import zipfile
@@ -283,7 +283,7 @@ def test_compressed_parquet_zip_and_glob_corpora_give_the_vocabulary_of_the_plai
         assert (out / "tokenizer.json").read_bytes() == want, name
         assert sum(f["documents"] for f in report["corpus"]["files"]) == len(rows), name
 
-    # The README's command 1, with both compressions at once and the builtin word lists.
+    # docs/pipeline.md's command 1 (7B scale), with both compressions at once and the builtin word lists.
     args = ["tokenizer", "extend", "--base", str(bases[kind]), "--words", "builtin:finance", "builtin:legal",
             "--new-tokens", "5300"]
     assert main([*args, "--corpus", str(tmp_path / "domain.jsonl.gz"), str(tmp_path / "parts" / "part-1.jsonl.zst"),

@@ -1,7 +1,7 @@
 """Decontamination: how much of each evaluation item is found in the training data, as the Llama 2 report measures
 it, with boilerplate left out; streaming, in numpy.
 
-    yunshan data decontaminate corpus.jsonl sft.jsonl --tasks fineval=/data/FinEval lawbench=/data/LawBench \\
+    yunshan data decontaminate corpus.jsonl sft.jsonl --tasks fineval=data/FinEval lawbench=data/LawBench \\
         --out runs/decontamination       # the command (yunshan/data_commands.py over yunshan/eval/decontamination.py)
 
     from yunshan.data.decontamination import NgramIndex, Scan, Text

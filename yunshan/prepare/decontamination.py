@@ -1,7 +1,7 @@
 """Decontamination against the evaluation sets as a datatrove filter: yunshan's n-gram decontamination
 (yunshan/data/decontamination.py, eval/decontamination.py) wrapped as a block (`yunshan data prepare`).
 
-    EvalDecontamination(DecontaminationArgs(tasks=["lawbench=/data/LawBench/data/zero_shot"]))
+    EvalDecontamination(DecontaminationArgs(tasks=["lawbench=data/LawBench/data/zero_shot"]))
 
 The evaluation sets are read by yunshan eval's own readers (eval_sets: benchmark layouts, your own sets, held-out
 texts), indexed once per task (NgramIndex: windows of 13 words or 25 CJK characters after NFKC and case folding),
