@@ -740,6 +740,9 @@ def render(results: dict) -> str:
              f"rerun reused finished runs); load average (1, 5, 15 min) at the start "
              f"{', '.join(f'{x:.2f}' for x in results['load_average']['start'])}, at the end "
              f"{', '.join(f'{x:.2f}' for x in results['load_average']['end'])} on {os.cpu_count()} cores.", ""]
+    for part, was in results.get("carried_over", {}).items():
+        lines += [f"Part {part!r} is carried over from this folder's earlier run (`{was['command']}`"
+                  + (f", {was['seconds'] / 60:.1f} min" if was.get("seconds") else "") + ").", ""]
     if ab is not None:
         m = ab["models"]["both"]["overrides"]
         lines += ["## 1. Architecture ablation (paper Table 4)", "",
@@ -828,6 +831,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {"command": command.strip(), "smoke": args.smoke, "settings": dataclasses.asdict(settings),
                "precision": f"training {precision} ({why})", "part_seconds": {}, "part_cpu_seconds": {},
                "load_average": {"start": os.getloadavg()}}
+    # A part not run this time keeps its results from the folder's last run (`--parts replay` after a full run keeps
+    # parts 1 and 2), with the command that measured it.
+    earlier = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    for part in ("ablation", "replay"):
+        if part not in parts and part in earlier:
+            results[part] = earlier[part]
+            results.setdefault("carried_over", {})[part] = {
+                "command": earlier.get("carried_over", {}).get(part, {}).get("command", earlier.get("command")),
+                "seconds": earlier.get("part_seconds", {}).get(part)}
     started = time.perf_counter()
     # The full run's plots go beside the other benchmarks' figures (benchmarks/figures/, committed); others stay in
     # the results folder.

@@ -82,6 +82,12 @@ def test_smoke_run_writes_every_part_at_equal_flops_and_equal_domain_tokens(tmp_
     assert printed.count(": reused ") == len(models) * len(seeds) + len(runs) * len(replay_seeds)
     again = json.loads((tmp_path / "results.json").read_text())
     assert again["ablation"]["runs"] == ab["runs"] and again["replay"]["runs"] == runs
+    # `--parts replay` into the same folder keeps parts 1 and 2 (carried over, with their command) beside it.
+    assert claims.main(["--smoke", "--parts", "replay", "--out", str(tmp_path)]) == 0
+    third = json.loads((tmp_path / "results.json").read_text())
+    assert third["ablation"] == again["ablation"] and third["replay"]["runs"] == runs
+    assert third["carried_over"]["ablation"]["command"] == again["command"]
+    assert "## 1. Architecture ablation" in (tmp_path / "paper_claims.md").read_text()
 
 
 def test_the_replay_trains_on_the_real_laws_and_general_text_where_it_is_beside_the_checkout():
