@@ -46,7 +46,7 @@ REL = 1e-5
 def stage_args(stage: str, model_dir: Path, loss: str, precision: str, steps: int, seq_len: int, out: Path):
     """The laws recipe's `stage` section on `model_dir` (its own tokenizer: no extension), `steps` steps."""
     from yunshan.pipeline import PipelineRecipe
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.arguments import ModelArgs, TokenizerArgs
 
     os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
@@ -151,7 +151,7 @@ def main() -> None:
     if args.child:
         return child(json.loads(args.child))
 
-    from yunshan.precision import fast_bf16
+    from yunshan.loading.precision import fast_bf16
 
     precisions = args.precisions or (["float32", "bfloat16"] if fast_bf16()[0] else ["float32"])
     models = [Path(m) if "/" in m else ROOT / "models" / m for m in args.models]

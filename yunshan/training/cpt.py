@@ -28,7 +28,7 @@ from pathlib import Path
 from yunshan.data.sources import SourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.embedding_warmup import EmbeddingWarmupArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -93,13 +93,13 @@ class CptArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "training.max_steps=100", "validate the recipe, sources and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(CptArgs, args)
     result = run_cpt(recipe, dry_run=args.dry_run)
@@ -155,15 +155,15 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     Three steps: set up (plan the run, load and grow the model, fit and warm up the new rows' start), train (the
     Trainer with the monitor, the embedding warm-up and the trackers), save (model, tokenizer, data report, curves).
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
     from yunshan.training.checkpoints import final_save
 
     started = time.time()
     if dry_run:
         return _set_up(recipe, dry_run)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         run = _set_up(recipe)
         if not isinstance(run, CptRun):
@@ -222,8 +222,8 @@ def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
     Returns the summary instead for a dry run or a run that is already finished."""
     from transformers import set_seed
 
-    from yunshan.folders import check_output_folder
-    from yunshan.progress import progress_bar
+    from yunshan.io.folders import check_output_folder
+    from yunshan.io.progress import progress_bar
     from yunshan.tokenizer.extend import budget_check
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.embedding_warmup import (
@@ -440,7 +440,7 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
 def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     """The final model (LoRA merged, the adapter beside it), tokenizer, data report and curves, then the marker that
     vouches for them (FinalOutputs), on the main process; every process takes part in gathering a sharded model."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
     from yunshan.training.engines import final_model
     from yunshan.training.models import save_adapter
     from yunshan.training.monitoring import plot_curves
@@ -536,7 +536,7 @@ def _cost_with_step0(cost: dict, log_path: Path) -> dict:
 def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int):
     """Tokens per source actually trained on (exact, from the stream state at the last step), documents read and
     drops per reason (as read so far), the seed and the source definitions: the run's DataReport."""
-    from yunshan.artifacts import CptSourceReport, DataReport
+    from yunshan.io.artifacts import CptSourceReport, DataReport
 
     state = stream.state_before(trained_sequences)
     live = stream.mixer.report()

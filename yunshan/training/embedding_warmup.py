@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from yunshan.training.engines import named_parameters, reset_optimizer_state
 
@@ -141,8 +141,8 @@ def _collect(model, sequences, fixed: torch.Tensor | None, autocast: bool, batch
     for targets among the fixed rows, their logit. Sequences of one length run `batch` at a time (the training
     stream packs them to one length), each batch's positions scored against the fixed rows before the next batch
     runs; the products run in bf16 under `autocast`, accumulated in float32. `fixed` None: every row (no copy of the
-    head). `desc`: the progress bar's name (by sequence; yunshan.progress)."""
-    from yunshan.progress import progress_bar
+    head). `desc`: the progress bar's name (by sequence; yunshan.io.progress)."""
+    from yunshan.io.progress import progress_bar
 
     head = model.get_output_embeddings()
     decoder = _decoder(model)
@@ -233,7 +233,7 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     states of a round's "before" come from the rows as the round found them; for a tied model its "after" is on those
     states), and with `validation` the held-out cross-entropy before and after each round and the round kept.
     """
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     started = time.perf_counter()
     head = model.get_output_embeddings()
@@ -399,7 +399,7 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
 
     Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps,
     the seconds and, with `validation`, the held-out cross-entropy before and after and whether the rows were kept."""
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     started = time.perf_counter()
     if not pairs or not steps:

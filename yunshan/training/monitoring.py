@@ -36,7 +36,7 @@ def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512
     """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
     (yunshan.eval.bpc.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS).
 
-    `desc`: a progress bar by window with this name, on the main process (yunshan.progress); None: no bar.
+    `desc`: a progress bar by window with this name, on the main process (yunshan.io.progress); None: no bar.
 
     `autocast`: the forward passes under bf16 autocast with the output head in float32, as `yunshan eval --dtype
     auto` computes them (a bf16 training run's monitor: SmolLM2-135M, 2 x 4,000 characters, 34 s against 55 s in

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from yunshan.data.preference import OVERLONG, PrefSourceArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import MonitorArgs
 
@@ -158,14 +158,14 @@ class PrefArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "method=kto beta=0.1 training.max_steps=200",
                      "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(PrefArgs, args)
     result = run_pref(recipe, dry_run=args.dry_run)
@@ -183,12 +183,12 @@ class PrefData:
 
     rows: list[dict]
     heldout: list  # yunshan.data.preference.EncodedPair
-    report: object  # yunshan.artifacts.DataReport
+    report: object  # yunshan.io.artifacts.DataReport
 
 
 def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
     """Read, validate, mix, render and fit the recipe's preference data (module docstring)."""
-    from yunshan.artifacts import DataReport, PrefSourceReport
+    from yunshan.io.artifacts import DataReport, PrefSourceReport
     from yunshan.data.conversations import nothing_left
     from yunshan.data.decontamination import Exclusions
     from yunshan.data.preference import (
@@ -318,7 +318,7 @@ def make_trainer_class(method: str):
     """TRL's trainer for `method` with yunshan's checkpoints (YunshanTrainer first in the MRO: crash-safe
     checkpoints, the run record, checkpoint parts), yunshan's token ids in place of TRL's tokenisation, and neither
     TRL's model card in every checkpoint (yunshan export writes the card) nor its telemetry."""
-    from yunshan.pretrained import activation_checkpointing_alias
+    from yunshan.loading.pretrained import activation_checkpointing_alias
     from yunshan.training.checkpoints import YunshanTrainer
 
     base, _ = trl_classes(method)
@@ -346,7 +346,8 @@ def make_trainer_class(method: str):
             return feature  # ORPO and CPO: the rows are in tokenize_row's output layout already
 
         # TRL's DPO and KTO use transformers' deprecated gradient-checkpointing names around every reference pass:
-        # they reach the current ones (yunshan.pretrained.activation_checkpointing_alias), no warning on every run.
+        # they reach the current ones (yunshan.loading.pretrained.activation_checkpointing_alias), no warning on every
+        # run.
         def training_step(self, *args, **kwargs):
             with activation_checkpointing_alias():
                 return super().training_step(*args, **kwargs)
@@ -410,13 +411,13 @@ def run_pref(recipe: PrefArgs, dry_run: bool = False, callbacks: list | None = N
     Three steps: set up (plan, data, model, reference), train (TRL's trainer with the monitors and trackers), save
     (the model, LoRA merged, the adapter beside it; tokenizer, data report with the held-out metrics, curves; the
     marker of the finished folder last)."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     if dry_run:
         return _run_pref(recipe, dry_run, callbacks)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         return _run_pref(recipe, dry_run, callbacks)
 
@@ -437,7 +438,7 @@ def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
 def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
     from transformers import set_seed
 
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.models import (
         apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources,
@@ -571,7 +572,7 @@ def _train(run: PrefRun, callbacks: list | None = None):
 
 
 def _save(run: PrefRun, trainer, engine, monitor, bpc, train_loss, started: float) -> dict:
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
     from yunshan.training.checkpoints import final_save
     from yunshan.training.engines import final_model
     from yunshan.training.monitoring import plot_curves

@@ -26,7 +26,7 @@ import torch
 
 from yunshan.data.conversations import SftSourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -71,13 +71,13 @@ class SftArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "training.epochs=2", "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(SftArgs, args)
     result = run_sft(recipe, dry_run=args.dry_run)
@@ -103,7 +103,7 @@ def build_sft_data(recipe, tokenizer):
     """Read, mix, render, fit and (optionally) pack the recipe's instruction data.
 
     Returns (rows, held-out samples, the DataReport)."""
-    from yunshan.artifacts import DataReport, SftSourceReport
+    from yunshan.io.artifacts import DataReport, SftSourceReport
     from yunshan.data.chat import encode_conversation, fit_to_length
     from yunshan.data.conversations import mix_sft_sources, nothing_left, read_sft_source
     from yunshan.data.packing import best_fit_pack
@@ -263,7 +263,7 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
     from transformers import StoppingCriteriaList
 
     from yunshan.data.chat import render
-    from yunshan.progress import TokenCount, progress_bar
+    from yunshan.io.progress import TokenCount, progress_bar
 
     model.eval()
     results = []
@@ -302,13 +302,13 @@ def sft_steps(train: TrainArgs, rows: int, rows_per_step: int) -> tuple[int, str
 
 def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     if dry_run:
         return _run_sft(recipe, dry_run, callbacks)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         return _run_sft(recipe, dry_run, callbacks)
 
@@ -316,8 +316,8 @@ def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
 def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
     from transformers import set_seed
 
-    from yunshan.artifacts import FinalOutputs
-    from yunshan.folders import check_output_folder
+    from yunshan.io.artifacts import FinalOutputs
+    from yunshan.io.folders import check_output_folder
     from yunshan.training.arguments import resolve_resume, training_arguments
     from yunshan.training.checkpoints import final_save, train_as_planned
     from yunshan.training.engines import engine_of, final_model
