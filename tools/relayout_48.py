@@ -3,6 +3,7 @@
     python tools/relayout_48.py                   # every tracked text file of the checkout
     python tools/relayout_48.py FILE...           # only these (e.g. `git diff --name-only main...BRANCH`)
     python tools/relayout_48.py --check FILE...   # list what would change, change nothing; exit 1 if anything would
+    python tools/relayout_48.py --resolve ours    # in a merge with conflicts: see below
 
 The modules themselves were moved once with `git mv` in the commit that added this script; a branch written before
 that commit still names the old paths, and this brings its files onto the new layout. It rewrites only text, the
@@ -13,6 +14,13 @@ same way each time, and is idempotent (a second run changes nothing):
 - `from yunshan import folders` (one name) and, inside yunshan/models/, `from .merge import` / `from . import merge`.
 
 Prose that names a module by its bare file name (`folders.py`) is left to the reader.
+
+Merging a branch with this one conflicts where the branch changed a line that this commit rewrote (an import of a
+moved module, a docstring naming one). Most files this commit changed only by the rewrite above; in those the other
+side's version, rewritten, is the merge. `--resolve SIDE` does that for every conflicted file (SIDE is the other
+branch's side: `ours` when merging this branch into a main that has the other branch, `theirs` when merging a branch
+into this one) and `git add`s it; the files this commit also edited by hand (HAND_EDITED) are listed and left to a
+person.
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ MOVES = {
     "yunshan.models.merge": "yunshan.merging.merge",
 }
 # old file -> new file, besides the modules above (whose files follow from their names)
+# files whose changes here go beyond the rewrite (new code, reworded docs): a conflict in them is resolved by hand
+HAND_EDITED = {
+    "docs/design.md", "pyproject.toml", "tests/test_structure.py", "yunshan/README.md", "yunshan/cli/__init__.py",
+    "yunshan/training/cpt.py", "yunshan/training/sft.py", "yunshan/training/preference.py",
+    "yunshan/training/embedding_warmup.py", "yunshan/training/monitoring.py",
+}
 FILES = {
     "yunshan/cli.py": "yunshan/cli/__init__.py",
     "tests/test_chat.py": "tests/serve/test_chat.py",
@@ -87,17 +101,41 @@ def rewrite(text: str, path: str) -> str:
     return text
 
 
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
 def tracked_files(root: Path) -> list[str]:
-    out = subprocess.run(["git", "ls-files"], cwd=root, check=True, capture_output=True, text=True).stdout
-    return out.splitlines()
+    return sorted(set(git(root, "ls-files").splitlines()))  # a conflicted file is listed once per stage
+
+
+def resolve(root: Path, side: str) -> int:
+    """Each conflicted file not in HAND_EDITED: `side`'s version, rewritten, added. Returns 1 if any is left."""
+    left = []
+    for name in sorted(set(git(root, "diff", "--name-only", "--diff-filter=U").splitlines())):
+        if name in HAND_EDITED:
+            left.append(name)
+            continue
+        git(root, "checkout", f"--{side}", "--", name)
+        path = root / name
+        path.write_text(rewrite(path.read_text(encoding="utf-8"), name), encoding="utf-8")
+        git(root, "add", "--", name)
+        print(f"resolved {name}")
+    for name in left:
+        print(f"left to resolve by hand: {name}")
+    return 1 if left else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", help="files to rewrite (default: every tracked file)")
     parser.add_argument("--check", action="store_true", help="only list the files that would change")
+    parser.add_argument("--resolve", choices=("ours", "theirs"),
+                        help="in a merge: each conflicted file taken from this side (the other branch's), rewritten")
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
+    if args.resolve:
+        return resolve(root, args.resolve)
     me = Path(__file__).resolve()
     changed = []
     for name in args.files or tracked_files(root):
