@@ -124,6 +124,21 @@ def warmup_budget(args: EmbeddingWarmupArgs, total_steps: int) -> int:
     return args.steps
 
 
+def choose_warmup(args: EmbeddingWarmupArgs, lora, new_ids: list[int], total_steps: int) -> tuple[bool, int]:
+    """The new-token mode of a continual-pretraining run: whether the embedding warm-up runs and the most steps it
+    takes (warmup_budget). It runs when the extension adds rows and `warmup.enabled` is true, or auto and the new
+    rows train (full training, or LoRA whose lora.new_token_training is not none); true with rows that cannot train
+    is an error."""
+    from yunshan.training.models import new_token_mode
+
+    rows_trainable = not lora.enabled or new_token_mode(lora, new_ids) != "none"
+    on = bool(new_ids) and (args.enabled == "true" or (args.enabled == "auto" and rows_trainable))
+    if on and not rows_trainable:
+        raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
+                         "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
+    return on, warmup_budget(args, total_steps) if on else 0
+
+
 # ----------------------------------------------------------------------------- the fit
 
 

@@ -30,6 +30,13 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
     return first_chars(docs, max_chars)
 
 
+def read_heldout_sets(monitor) -> dict[str, list[str]]:
+    """The monitor's held-out sets that `monitor` (MonitorArgs) names: "general" and "domain", each only when given,
+    as read by `read_heldout`."""
+    paths = {"general": monitor.general, "domain": monitor.domain}
+    return {name: read_heldout(files, monitor.max_chars) for name, files in paths.items() if files}
+
+
 @torch.no_grad()
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
                        batch_size: int = 8, autocast: bool = False, desc: str | None = None) -> dict:
