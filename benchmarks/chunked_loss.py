@@ -49,7 +49,7 @@ def stage_args(stage: str, model_dir: Path, loss: str, precision: str, steps: in
     gradient checkpointing on or off."""
     from yunshan.pipeline import PipelineRecipe
     from yunshan.pipeline.stages import unprepared
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.arguments import ModelArgs, TokenizerArgs
 
     os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
@@ -155,7 +155,7 @@ def main() -> None:
     if args.child:
         return child(json.loads(args.child))
 
-    from yunshan.precision import fast_bf16
+    from yunshan.loading.precision import fast_bf16
 
     precisions = args.precisions or (["float32", "bfloat16"] if fast_bf16()[0] else ["float32"])
     models = [Path(m) if "/" in m else ROOT / "models" / m for m in args.models]

@@ -127,7 +127,7 @@ def training_comparison(files, tok_dir: Path, tokenizer, steps: int, rounds: int
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
 
     model_dir = tok_dir.parent / "llama7m"

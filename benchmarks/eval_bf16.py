@@ -150,7 +150,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="float32/auto pairs per model (part 2)")
     args = parser.parse_args()
 
-    from yunshan.precision import eval_autocast
+    from yunshan.loading.precision import eval_autocast
 
     _, fast, why = eval_autocast("auto")
     if not fast:

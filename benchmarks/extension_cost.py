@@ -90,7 +90,7 @@ def part_initialisations(model_dir: Path, tok_dir: Path, docs: dict, autocast: b
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs
     from yunshan.tokenizer import resize_embeddings
     from yunshan.training.cpt import build_stream
@@ -152,7 +152,7 @@ def part_budget(model_dir: Path, tok_dir: Path, docs: dict, autocast: bool, step
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
 
     variants = dict(finished)

@@ -79,7 +79,7 @@ def check_variant(variant: str) -> str:
 def load_pipeline(model_dir: Path):
     from yunshan.pipeline import PipelineRecipe
     from yunshan.pipeline.stages import unprepared
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     os.environ.setdefault("YUNSHAN_REALDATA", str(REALDATA))
     recipe = unprepared(load_recipe(PipelineRecipe, str(RECIPE)))  # the raw laws corpus

@@ -7,7 +7,7 @@
 
 The CPT model is the cpt stage of recipes/smollm2-135m_pipeline_lora.yaml (3,840 new tokens, LoRA with the new rows
 trained in full, 30 steps of 4 x 512 tokens). Each merge is `yunshan model merge CPT INSTRUCT OUT ...`
-(yunshan.models.merge); then every model, the instruct model with its own tokenizer included, is scored on:
+(yunshan.merging.merge); then every model, the instruct model with its own tokenizer included, is scored on:
 
 - general bits/char: the recipe's general held-out text (its first `--max-chars` characters, default 6,000 as the
   recipe's eval stage scores it, in windows of 1,024 tokens that do not overlap): what continual pretraining costs;
@@ -24,7 +24,7 @@ the instruct model itself, so the part of the instruct model that continual pret
 adding it back at weight w is CPT + w (INSTRUCT - CPT) = (1 - w) CPT + w INSTRUCT: `--method linear --weight w`
 (`--method chat-vector --base CPT` gives the same weights). TIES and DARE rows keep the largest / a random half of
 the CPT's change (MODEL - INSTRUCT) at the same w. The rows marked "+ refit" add `--refit-new-rows STEPS` (the new
-rows alone trained against the merged body: yunshan.models.merge) on the CPT's own mixture or `--refit-data`. The
+rows alone trained against the merged body: yunshan.merging.merge) on the CPT's own mixture or `--refit-data`. The
 SFT-format figure is also kept per chat source (general chat apart from the legal and finance answers, whose domain
 text the CPT learnt). The goal: general and SFT-format bits/char closer to the instruct model's (where the CPT made
 them worse; where it made them better, no worse than the instruct model's) while giving back at most a quarter of the
@@ -200,7 +200,7 @@ def main() -> int:
         print_table(json.loads(Path(args.table).read_text())["rows"])
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from yunshan.models.merge import MergeArgs, merge_models
+    from yunshan.merging.merge import MergeArgs, merge_models
 
     from yunshan.samples import sample_data_dir
 

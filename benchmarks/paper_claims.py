@@ -245,7 +245,7 @@ class StepTimes:
 
 def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, tuple[str, float]], seq_len: int, batch: int,
                steps: int, lr: float, warmup: int, seed: int, weight_decay: float, block_size: int):
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs
 
     return load_recipe(CptArgs, data={
@@ -816,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from yunshan.precision import choose_precision
+    from yunshan.loading.precision import choose_precision
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     precision, why = choose_precision("auto")

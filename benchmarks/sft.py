@@ -107,7 +107,7 @@ def make_model_and_data(tmp: Path, n_samples: int):
 
 def run_yunshan(model_dir: Path, data_file: Path, out: Path, packing: bool, steps: int):
     import yunshan.training.sft as sft_module
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.sft import SftArgs
 
     recipe = load_recipe(SftArgs, data={

@@ -98,7 +98,7 @@ def rolling_nll(lm, documents: list[list[int]], max_length: int | None = None, s
     The first token is predicted from the prefix token (BOS, else EOS), so every character of the text is paid
     for and bits per character compare across tokenizers. Windows are batched by length (plan_length_batches).
     """
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     max_length = max_length or lm.max_length
     stride = stride or max(1, max_length // 2)
@@ -178,7 +178,7 @@ def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
 
 def headline(task, result: dict, data) -> list:
     """Bits per character of each held-out text (lower is better), each a model-index entry."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
 
     from .tasks import is_sample
 

@@ -38,7 +38,7 @@ def instruction_set(spec) -> SftSourceArgs:
     YAML mapping `{name: ..., path: ..., format: ..., columns: {...}}` (what the command line gives)."""
     import yaml
 
-    from yunshan.recipe import RecipeError, load_recipe
+    from yunshan.arguments.recipe import RecipeError, load_recipe
 
     if isinstance(spec, SftSourceArgs):
         return spec
@@ -99,7 +99,7 @@ def scored_tokens(tokenizer, samples, max_length: int) -> tuple[list[dict], dict
 def score_set(lm, samples, max_length: int, batch_size: int = 8, progress: bool = False,
               desc: str = "chat_loss") -> dict:
     """Mean cross-entropy of one instruction set's assistant turns (module docstring); `progress`: a bar by sample."""
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     rows, counts = scored_tokens(lm.tokenizer, samples, max_length)
     nll = [0.0] * len(rows)
@@ -165,7 +165,7 @@ def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
 
 def headline(task, result: dict, data) -> list:
     """The held-out loss of each set (nats per response token, lower is better), each a model-index entry."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
 
     out = []
     for name, s in (result.get("sets") or {}).items():

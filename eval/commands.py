@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from yunshan.data.conversations import SftSourceArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from .tasks import TASKS
 
@@ -140,7 +140,7 @@ class EvalArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     add_flags(parser, EvalArgs, required=("model",), metavars={
         "model": "DIR_OR_ID", "revision": "REV", "tasks": "TASK", "heldout": "LABEL=FILE", "text": "FILE",
@@ -197,11 +197,11 @@ def run_eval(args: EvalArgs) -> dict:
         check = getattr(module_of(task), "check_data", None)
         if check is not None and path is not None:
             check(path)  # a malformed file stops the run before any model is loaded or any token generated
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folders import check_output_folder
 
     # Before any scoring: a folder that cannot be written would otherwise fail only at the end.
     out = check_output_folder(args.out, "--out")
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
 
     # A second evaluation writing the same --out stops here, before anything is scored or written.
     with folder_lock(out, "--out"):
@@ -211,7 +211,7 @@ def run_eval(args: EvalArgs) -> dict:
 def _evaluate(args: EvalArgs, tasks: list, out: Path) -> dict:
     """Score every task on every model and write the report into `out` (run_eval holds its lock)."""
     from yunshan import __version__
-    from yunshan.artifacts import EvalResults
+    from yunshan.io.artifacts import EvalResults
 
     from .loading import load_model, load_tokenizer_only
     from .report import task_table, write_report
@@ -309,7 +309,7 @@ PARTIAL_FILE = "results.partial.json"
 
 
 def _write_partial(report: dict, started: float, path: Path) -> None:
-    from yunshan.artifacts import EvalResults, _write_json
+    from yunshan.io.artifacts import EvalResults, _write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_json(EvalResults.from_json({**report, "seconds": round(time.time() - started, 1)}).to_json(), path,
@@ -317,7 +317,7 @@ def _write_partial(report: dict, started: float, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     report = run_eval(from_flags(EvalArgs, args))
     print(report["markdown"])

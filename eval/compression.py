@@ -51,7 +51,7 @@ def run_task(lm, data, args, chat: bool, task=None) -> tuple[dict, list[Path]]:
 
 def headline(task, result: dict, data) -> list:
     """Tokens per character of each text (lower is better); not model-index entries (a tokenizer property)."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
 
     from .tasks import is_sample
 

@@ -14,7 +14,7 @@ the data layer's (yunshan/data/ngrams.py, yunshan/data/decontamination.py, whose
 training sources are read exactly as yunshan cpt, sft and pref read them (yunshan/data/sources.py, conversations.py,
 preference.py).
 
-It writes into `out`: decontamination.json (yunshan.artifacts.DecontaminationReport: every evaluation set and
+It writes into `out`: decontamination.json (yunshan.io.artifacts.DecontaminationReport: every evaluation set and
 subtask by category, the boilerplate left out, per training source the records overlapping and listed),
 items.jsonl (every evaluation item the training data holds any of: its share, category, the record holding most of
 it), hits.jsonl (every training record and evaluation item sharing a window that is not boilerplate, file:line of
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from yunshan.data.conversations import SftSourceArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 TRAINING_STAGES = ("cpt", "sft", "preference")  # the pipeline stages whose sources a decontamination checks
@@ -275,7 +275,7 @@ def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None
 
     from tqdm.auto import tqdm
 
-    from yunshan.artifacts import BoilerplateCheck, DecontaminationReport, SourceCheck
+    from yunshan.io.artifacts import BoilerplateCheck, DecontaminationReport, SourceCheck
     from yunshan.data.decontamination import NgramIndex, Scan, category, record_digest
     from yunshan.data.writers import JsonlWriter
 
@@ -396,7 +396,7 @@ def run_decontamination(args: DecontaminateArgs, cpt_sources: list | None = None
 def _item_lines(args, index, result, sets, report, items_file, category) -> list[dict]:
     """items.jsonl (every item the training data holds any of) and the per-set and per-group counts; returns the
     first args.show dirty items."""
-    from yunshan.artifacts import EvalSetCheck, ItemCounts
+    from yunshan.io.artifacts import EvalSetCheck, ItemCounts
 
     unchecked = set(index.unchecked)
     shown = []

@@ -55,7 +55,7 @@ def generate(lm, prompts: list[str], max_new_tokens: int = 64, batch_size: int =
     row's left padding out of the penalty, so a batch gives what one prompt at a time gives (tested)."""
     from transformers import StoppingCriteriaList
 
-    from yunshan.progress import TokenCount, progress_bar
+    from yunshan.io.progress import TokenCount, progress_bar
 
     from .likelihood import resolve_add_bos
 

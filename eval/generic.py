@@ -461,7 +461,7 @@ def run_task(lm, data: Path, args, chat: bool, task) -> tuple[dict, list[Path]]:
 
 def headline(task, result: dict, data) -> list:
     """Each of the set's scores (accuracy; or exact match, character F1 and ROUGE-L), each a model-index entry."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
 
     from .tasks import mode_label
 

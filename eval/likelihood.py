@@ -371,7 +371,7 @@ def score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int = 1
 
 def _score_choices(lm, requests: list[tuple[str, list[str]]], batch_size: int, add_bos: bool, progress: bool,
                    desc: str) -> list[ChoiceScores]:
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     max_length = lm.max_length
     flat = encode_pairs(lm.tokenizer, [(ctx, opt) for ctx, opts in requests for opt in opts], add_bos)

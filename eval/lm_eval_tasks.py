@@ -20,7 +20,7 @@ model card shows each metric of each row. Decontamination reads the same documen
 
 A task YAML's `!function utils.process` (in it or in a YAML it includes) imports and runs Python from beside the
 YAML: lm-eval loads every task under `task_code`, which refuses that in one line naming the YAML and the function
-unless the user opted in with `--trust-remote-code` (as for a model folder's auto_map: yunshan/remote_code.py).
+unless the user opted in with `--trust-remote-code` (as for a model folder's auto_map: yunshan/loading/remote_code.py).
 lm-eval's own tasks are installed code and load as they are.
 """
 
@@ -64,7 +64,7 @@ def task_code(trust_remote_code: bool, opt_in: str = OPT_IN):
     from lm_eval import utils
     from lm_eval.tasks import _factory, _yaml_loader
 
-    from yunshan.remote_code import refusal
+    from yunshan.loading.remote_code import refusal
 
     if not all(hasattr(module, name) for module, name in (
             (_yaml_loader, "load_yaml"), (_yaml_loader, "_import_func_in_yml"), (_factory, "load_yaml"),
@@ -247,7 +247,7 @@ def run_task(lm, data, args, chat: bool, task) -> tuple[dict, list[Path]]:
 
 def headline(task, result: dict, data) -> list:
     """Every metric of every row (the task, or a group and its subtasks), as lm-eval reports it."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
 
     out = []
     for name, row in result["rows"].items():

@@ -2,7 +2,7 @@
 
     from yunshan.eval.loading import load_model, sha256_model_dir
     lm = load_model("out/yunshan-tiny")        # any HF causal LM folder, PanGu-π included
-    lm = load_model("Qwen/Qwen2.5-0.5B", revision="main")   # a Hub id: the HF cache folder (yunshan.hub_download)
+    lm = load_model("Qwen/Qwen2.5-0.5B", revision="main")   # a Hub id: its HF cache folder (yunshan.loading)
 
 Every JSON report records the model's and the data files' sha256, so a number can be traced to exact bytes.
 """
@@ -45,8 +45,8 @@ class LoadedModel:
 
     @property
     def max_length(self) -> int:
-        """Longest sequence the model accepts (yunshan.pretrained.context_length)."""
-        from yunshan.pretrained import context_length
+        """Longest sequence the model accepts (yunshan.loading.pretrained.context_length)."""
+        from yunshan.loading.pretrained import context_length
 
         return context_length(self.model, self.tokenizer)
 
@@ -70,20 +70,20 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", hash_weig
     Args:
         path: a local folder saved by `save_pretrained` (any causal LM; PanGu-π works because importing yunshan
             registers it), or a Hub id ORG/NAME, resolved to its HF cache folder (downloaded unless
-            HF_HUB_OFFLINE=1: yunshan.hub_download); `LoadedModel.path` is that folder.
+            HF_HUB_OFFLINE=1: yunshan.loading.hub_download); `LoadedModel.path` is that folder.
         dtype: "float32" (default), "auto" (float32 weights, bf16 autocast where the hardware multiplies bf16
-            fast: yunshan.precision), "bfloat16" or "float16" (weights in that dtype; ~100x slower than float32
+            fast: yunshan.loading.precision), "bfloat16" or "float16" (weights in that dtype; ~100x slower than float32
             on CPUs without AMX or AVX-512 BF16).
         device: torch device string.
         hash_weights: record the sha256 of the model folder's files (slow only for multi-GB checkpoints).
         revision: branch, tag or commit of a Hub id.
         trust_remote_code: allow the folder's own code (auto_map); without it such a folder is refused
-            (yunshan.remote_code).
+            (yunshan.loading.remote_code).
     """
     import torch
 
-    from yunshan.precision import eval_autocast
-    from yunshan.pretrained import load_causal_lm, load_tokenizer, resolve_model_folder
+    from yunshan.loading.precision import eval_autocast
+    from yunshan.loading.pretrained import load_causal_lm, load_tokenizer, resolve_model_folder
 
     dtype, autocast, reason = eval_autocast(dtype)
     folder = resolve_model_folder(path, revision, field="--model")
@@ -163,7 +163,7 @@ def float32_head_class():
 def load_tokenizer_only(path: str, hash_files: bool = True, revision: str | None = None,
                         trust_remote_code: bool = False) -> LoadedModel:
     """Only the tokenizer of `path` (a folder or Hub id, as in load_model; no weights fetched): `model` is None."""
-    from yunshan.pretrained import load_tokenizer, resolve_model_folder
+    from yunshan.loading.pretrained import load_tokenizer, resolve_model_folder
 
     folder = resolve_model_folder(path, revision, field="--model", what="tokenizer")
     tokenizer = load_tokenizer(folder, opt_in=OPT_IN, trust_remote_code=trust_remote_code, name=path)

@@ -114,9 +114,9 @@ def task_table(task: str, results: dict[str, dict]) -> str:
 
 
 def write_report(out_dir: str | Path, results, markdown: str) -> tuple[Path, Path]:
-    """Write results.json (every prediction and score: yunshan.artifacts.EvalResults), results.md (the tables) and
-    report.html (the tables as one self-contained page: yunshan.html_page) into out_dir."""
-    from yunshan.html_page import markdown_page
+    """Write results.json (every prediction and score: yunshan.io.artifacts.EvalResults), results.md (the tables) and
+    report.html (the tables as one self-contained page: yunshan.io.html_page) into out_dir."""
+    from yunshan.io.html_page import markdown_page
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

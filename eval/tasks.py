@@ -19,7 +19,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from yunshan.artifacts import Metric
+from yunshan.io.artifacts import Metric
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from yunshan.artifacts import (
+from yunshan.io.artifacts import (
     CptSourceReport, DataReport, EvalResults, Metric, RunManifest, SftSourceReport, StageRecord, TokenizerReport)
 
 

@@ -17,7 +17,7 @@ from yunshan.cli import build_parser
 from yunshan.data.conversations import SFT_FORMATS, SftSourceArgs
 from yunshan.data.preference import PrefSourceArgs
 from yunshan.data.sources import SourceArgs
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 CARDS = ROOT / "data_cards"

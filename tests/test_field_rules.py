@@ -1,5 +1,5 @@
-"""The rules the arguments dataclasses' fields declare in their metadata (yunshan.field_rules), held for every field
-of every command: paths expand `~` and environment variables the same way in recipes, flags and code (issue 27
+"""The rules the arguments dataclasses' fields declare in their metadata (yunshan.arguments.field_rules), held for every
+field of every command: paths expand `~` and environment variables the same way in recipes, flags and code (issue 27
 item 7)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from test_structure import MODULES
-from yunshan.field_rules import FieldError
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.field_rules import FieldError
+from yunshan.arguments.recipe import RecipeError, load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ def test_fields_named_like_paths_declare_it():
 
 def test_a_recipe_flags_and_a_recipe_path_expand_alike(monkeypatch, tmp_path):
     from yunshan.cli import build_parser
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
     from yunshan.training.cpt import CptArgs
 
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -166,7 +166,7 @@ def test_a_pipeline_with_home_in_its_paths_writes_where_they_point(tmp_path):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from yunshan.field_rules import parse_range  # noqa: E402
+from yunshan.arguments.field_rules import parse_range  # noqa: E402
 
 
 def numeric_fields(cls) -> list[tuple[str, bool]]:
@@ -209,11 +209,11 @@ def outside(rule: str, whole: bool):
 
 
 def test_every_numeric_field_states_its_range():
-    """Every int and float field of every arguments dataclass declares the range it accepts (yunshan.field_rules),
-    and the flag's help shows it."""
+    """Every int and float field of every arguments dataclass declares the range it accepts
+    (yunshan.arguments.field_rules), and the flag's help shows it."""
     import argparse
 
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     assert len(NUMERIC) > 80
     for name, field_name, _ in NUMERIC:
@@ -269,7 +269,7 @@ def test_a_flag_out_of_its_range_is_named_by_the_flag(name, field_name, whole):
     """The flags build the same dataclass: a value out of range is one line naming the flag and the range."""
     import argparse
 
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     low, low_in, _, _ = parse_range(_rule(name, field_name))
     bad = int(low) - 1 if whole else (low - 1 if low_in else low)

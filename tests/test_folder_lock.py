@@ -1,4 +1,4 @@
-"""One lock per output folder (yunshan.folder_lock, issue 27 item 3): a second command writing a folder in use stops
+"""One lock per output folder (yunshan.io.folder_lock, issue 27 item 3): a second command writing a folder in use stops
 in one line before it touches anything, for every command that writes a folder; a lock left by a killed run is
 taken over with a note; two runs that find the same stale lock do not both take it."""
 
@@ -17,10 +17,10 @@ import yaml
 
 from fixtures import train_tokenizer, write_jsonl_corpus
 from yunshan.cli import main
-from yunshan.folder_lock import FolderInUse, folder_lock, lock_path
+from yunshan.io.folder_lock import FolderInUse, folder_lock, lock_path
 
 HOLDER = ("import sys, time\n"
-          "from yunshan.folder_lock import folder_lock\n"
+          "from yunshan.io.folder_lock import folder_lock\n"
           "with folder_lock(sys.argv[1], 'test'):\n"
           "    print('held', flush=True)\n"
           "    time.sleep(600)\n")

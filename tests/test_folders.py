@@ -1,4 +1,4 @@
-"""Folders and files the system refuses end in one line naming the file, never a traceback (yunshan.folders and
+"""Folders and files the system refuses end in one line naming the file, never a traceback (yunshan.io.folders and
 the CLI): an output path through a file or without write permission, a model folder that does not exist, a
 damaged tokenizer.json or config.json, a corrupt compressed corpus."""
 
@@ -79,7 +79,7 @@ def test_os_errors_from_anywhere_are_one_line_naming_the_file(tmp_path, capsys, 
 
 def test_a_model_folder_that_does_not_exist_is_one_line(setup, tmp_path, capsys):
     recipe = cpt_recipe(setup, tmp_path, **{"model.preset": None})
-    # transformers alone: "Repo id must be ..." / a hub connection error; yunshan.hub_download names the field
+    # transformers alone: "Repo id must be ..." / a hub connection error; yunshan.loading.hub_download names the field
     assert main(["cpt", "--config", recipe, "model.name_or_path=/nonexistent/model"]) == 1
     err = one_line_error(capsys, "cpt")
     assert "model.name_or_path: /nonexistent/model: no such folder (and not a Hub id ORG/NAME)" in err
@@ -134,7 +134,7 @@ def test_a_corrupt_compressed_corpus_is_one_line_or_counted(setup, tmp_path, cap
 
 
 def test_replace_folder_swaps_in_the_new_folder_and_removes_the_old(tmp_path):
-    from yunshan.folders import replace_folder
+    from yunshan.io.folders import replace_folder
 
     out, new = tmp_path / "out", tmp_path / ".out.partial"
     out.mkdir()
@@ -155,7 +155,7 @@ def _folder(path, name):
 
 
 def test_replace_folder_rolls_back_when_the_new_folder_cannot_be_put_in_place(tmp_path, monkeypatch):
-    from yunshan import folders
+    from yunshan.io import folders
 
     out = _folder(tmp_path / "out", "keep.txt")
     new = _folder(tmp_path / ".out.partial", "new.txt")
@@ -175,7 +175,7 @@ def test_replace_folder_rolls_back_when_the_new_folder_cannot_be_put_in_place(tm
 
 
 def test_a_staged_folder_replaces_out_only_when_its_block_succeeds(tmp_path):
-    from yunshan.folders import staged_folder
+    from yunshan.io.folders import staged_folder
 
     out = _folder(tmp_path / "out", "old.txt")
     with pytest.raises(RuntimeError, match="half-way"):
@@ -195,7 +195,7 @@ def test_a_staged_folders_files_get_the_users_umask(tmp_path):
     the umask itself is unchanged."""
     from fixtures import file_modes, umask
 
-    from yunshan.folders import staged_folder
+    from yunshan.io.folders import staged_folder
 
     with umask(0o027):
         with staged_folder(tmp_path / "out") as tmp:

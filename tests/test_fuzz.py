@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from yunshan.data.records import BadRecord, read_records
 from yunshan.data.sources import SourceArgs, read_file_records, resolve_files
 from yunshan.pipeline import PipelineRecipe
-from yunshan.recipe import RecipeError, describe, load_recipe
+from yunshan.arguments.recipe import RecipeError, describe, load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.sft import SftArgs
 

@@ -1,11 +1,11 @@
-"""report.html (yunshan.html_page): the Markdown report as one self-contained page: tables rendered, every figure
+"""report.html (yunshan.io.html_page): the Markdown report as one self-contained page: tables rendered, every figure
 embedded as a data: URI, text that looks like a tag kept as text, nothing fetched from anywhere. The page is opened
 in a real browser by tests/test_report_browser.py (make test-browser)."""
 
 import base64
 import re
 
-from yunshan.html_page import markdown_page, write_page
+from yunshan.io.html_page import markdown_page, write_page
 
 
 def png(path, color=(200, 30, 30)):

@@ -12,7 +12,7 @@ import yaml
 from fixtures import three_source_corpora, train_tokenizer
 from yunshan.cli import main
 from yunshan.pipeline import PipelineRecipe, PipelineRunner
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ def test_ctrl_c_then_a_changed_rerun_then_the_hinted_override(tiny, tmp_path, mo
     import yunshan.training.cpt as cpt
     from transformers import TrainerCallback
 
-    from yunshan.artifacts import RunManifest
+    from yunshan.io.artifacts import RunManifest
 
     class CtrlC(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):

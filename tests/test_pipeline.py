@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yunshan.artifacts import RunManifest
+from yunshan.io.artifacts import RunManifest
 from yunshan.pipeline import PipelineRecipe, PipelineRunner
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.recipe import RecipeError, load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -110,7 +110,7 @@ def extended(tmp_path_factory):
 def test_a_cpt_with_new_tokens_is_never_silent(extended, tmp_path, monkeypatch):
     """Every phase of a `yunshan cpt` with new tokens shows progress at least every few forward passes, and the
     budget warning comes first, in the words of the warning beside the measured step-0 cost."""
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
 
     passes = slow_forward(monkeypatch, SLOW)
@@ -205,7 +205,7 @@ def test_sft_held_out_answers_show_their_progress(tmp_path, monkeypatch):
     seconds each on a CPU): a bar by prompt with the tokens so far, never more than two forward passes silent."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.sft import SftArgs, run_sft
 
     rows = [{"instruction": "Which domain?", "input": f"court contract {i}", "output": "law"} for i in range(24)]

@@ -17,7 +17,7 @@ import yaml
 
 from fixtures import train_tokenizer
 from yunshan.pipeline import PipelineRecipe
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.preference import PrefArgs
 from yunshan.training.sft import SftArgs
@@ -157,7 +157,7 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch):
 def test_every_setting_has_help():
     """Every field of every recipe section (the stage commands' own arguments) says what it does: the flags of
     `yunshan eval`, `export`, `push` and `tokenizer extend` show the same text."""
-    from yunshan.recipe import describe
+    from yunshan.arguments.recipe import describe
 
     for cls in KINDS.values():
         rows = describe(cls)

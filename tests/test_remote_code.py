@@ -63,7 +63,7 @@ def _one_line_refusal(err: BaseException | str, opt_in: str) -> None:
 
 
 def test_every_loader_refuses_a_folders_own_code_without_opt_in(planted):
-    from yunshan.chat import ChatArgs, load_chat_model
+    from yunshan.serve.chat import ChatArgs, load_chat_model
     from yunshan.eval.loading import load_model as eval_load, load_tokenizer_only
     from yunshan.models.info import load_config
     from yunshan.tokenizer.report import load_backend

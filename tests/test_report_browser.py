@@ -55,7 +55,7 @@ def open_page(driver, path) -> dict:
 
 def test_a_blocked_fetch_is_a_console_error(browser, tmp_path):
     """The check can fail: a page that loads an outside image under the same policy logs an error."""
-    from yunshan.html_page import markdown_page
+    from yunshan.io.html_page import markdown_page
 
     page = tmp_path / "bad.html"
     html = markdown_page("# t\n", "t", tmp_path).replace("</body>", '<img src="http://127.0.0.1:9/x.png"></body>')

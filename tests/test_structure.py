@@ -1,6 +1,6 @@
 """The shape of the package: imports point one way (no cycle, counting the imports inside functions too: a circle
-that only closes when a function runs is still a circle), training does not know the pipeline or the recipe loader,
-the data layer neither prints nor imports its commands, and docstring commands name recipes that exist."""
+that only closes when a function runs is still a circle), each layer of docs/design.md imports only the layers below
+it, the data layer never prints, and docstring commands name recipes that exist."""
 
 import ast
 import re
@@ -91,28 +91,49 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
     assert find_cycle(anywhere) == ["pkg.a", "pkg.b", "pkg.a"]
 
 
+# The folders of yunshan/ as layers, top first (docs/design.md, "Which way imports point"): each imports only the
+# layers below it, but for the command modules named in LAYER_EXCEPTIONS.
+LAYERS = ["cli", "pipeline", "merging", "serve", "hub", "training", "tokenizer", "prepare", "eval", "models", "data",
+          "loading", "arguments", "io", "samples"]
+LAYER_EXCEPTIONS = {
+    "yunshan.tokenizer.commands": {"training"},  # `yunshan tokenizer report --model` measures an extension's cost
+    "yunshan.models.commands": {"merging"},  # `yunshan model merge`
+}
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
 def test_layers_point_one_way():
     everything = {name: imports(name, path, module_level_only=False) for name, path in MODULES.items()}
+    assert {layer(name) for name in MODULES} - {None} == set(LAYERS), "a folder of yunshan/ is missing from LAYERS"
+    upward = sorted(f"{name} -> {m}" for name, deps in everything.items() if layer(name) for m in deps
+                    if layer(m) and LAYERS.index(layer(m)) < LAYERS.index(layer(name))
+                    and layer(m) not in LAYER_EXCEPTIONS.get(name, ()))
+    assert not upward, upward
 
-    def imported_by(prefix):
-        return {m for name, deps in everything.items() if name.startswith(prefix) for m in deps}
+    def imported_by(prefix, but=()):
+        return {m for name, deps in everything.items() if name.startswith(prefix) and name not in but for m in deps}
 
-    # Training is a library the pipeline drives: it knows neither the pipeline nor the recipe loader.
-    assert not {m for m in imported_by("yunshan.training") if m.startswith(("yunshan.pipeline", "yunshan.recipe"))}
-    # The data layer is below training, the pipeline and the commands.
-    assert not {m for m in imported_by("yunshan.data.") if m.startswith(
-        ("yunshan.pipeline", "yunshan.training", "yunshan.recipe", "yunshan.cli", "yunshan.data_commands"))}
-    # The recipe loader knows no recipe.
-    assert everything["yunshan.recipe"] <= {"yunshan.samples"}
-    # The tokenizer tools read corpora through the data layer's one reader, never the other way round; apart from
-    # its command module (which measures an extension's cost on a model), the tokenizer library knows neither
-    # training, the pipeline, evaluation, the recipe loader nor the command line.
-    assert not {m for m in imported_by("yunshan.data.") if m.startswith("yunshan.tokenizer")}
+    # Within the order, narrower rules. The arguments layer knows no command, stage or recipe: only the sample data
+    # its `${samples}` variable names. Run records and folders import nothing of yunshan; loading stands on them
+    # alone (and on `import yunshan`, which registers the architectures).
+    assert {m for m in imported_by("yunshan.arguments") if not m.startswith("yunshan.arguments")} <= {"yunshan.samples"}
+    assert {m for m in imported_by("yunshan.io") if not m.startswith("yunshan.io")} == set()
+    assert {m for m in imported_by("yunshan.loading") if not m.startswith("yunshan.loading")} <= {
+        "yunshan", "yunshan.io.folders"}
+    # Training is a library the pipeline drives: it does not read recipes itself.
+    assert "yunshan.arguments.recipe" not in imported_by("yunshan.training")
+    # The data layer is below training, the pipeline and the commands: of yunshan it knows only the field rules.
+    assert {m for m in imported_by("yunshan.data.") if not m.startswith("yunshan.data.")} <= {
+        "yunshan.arguments.field_rules"}
+    # The tokenizer tools read corpora through the data layer's one reader; apart from its command module, the
+    # tokenizer library knows neither evaluation nor the recipe loader.
     assert {"yunshan.data.records", "yunshan.data.sources"} <= everything["yunshan.tokenizer.corpus"]
-    library = {m for name, deps in everything.items() if name.startswith("yunshan.tokenizer")
-               and name != "yunshan.tokenizer.commands" for m in deps}
-    assert not {m for m in library if m.startswith(
-        ("yunshan.pipeline", "yunshan.training", "yunshan.eval", "yunshan.recipe", "yunshan.cli"))}
+    library = imported_by("yunshan.tokenizer", but={"yunshan.tokenizer.commands"})
+    assert not {m for m in library if m.startswith(("yunshan.eval", "yunshan.arguments.recipe"))}
 
 
 def test_the_data_layer_never_prints():

@@ -5,7 +5,7 @@ r"""`yunshan tokenizer`: extend a tokenizer with finance / legal vocabulary, and
     yunshan tokenizer report --tokenizer BASE --tokenizer out/tokenizer --text heldout/finance.txt --json r.json
 
 BASE is a folder with tokenizer.json (byte-level BPE like GPT-2 / Llama-3 / Qwen, or SentencePiece-style BPE like
-Llama-2), a SentencePiece BPE .model file, or a Hub id ORG/NAME (with --revision; yunshan.hub_download). See
+Llama-2), a SentencePiece BPE .model file, or a Hub id ORG/NAME (with --revision; yunshan.loading.hub_download). See
 tokenizer/README.md for the method and the guarantees.
 """
 
@@ -16,7 +16,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -60,7 +60,7 @@ class ReportArgs:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.data.records import FORMATS
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     from .extend import ExtendArgs
 
@@ -85,7 +85,7 @@ def _help(cls, name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     if args.tokenizer_command == "extend":
         from .extend import ExtendArgs, extend_tokenizer
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             print(format_markdown(report["compression"]))
         cost = from_flags(ExtensionCostArgs, args)
         if cost.model:
-            from yunshan.hub_download import resolve_pretrained
+            from yunshan.loading.hub_download import resolve_pretrained
 
             cost.model = resolve_pretrained(cost.model, args.revision if cost.model == args.base else None,
                                             field="--model")
@@ -140,11 +140,11 @@ def _measure_cost(args: ExtensionCostArgs, base_path: str, out: str) -> None:
         if not sep or not label or not path:
             raise ValueError(f"--heldout {item!r}: expected LABEL=FILE, e.g. general=heldout/general.txt")
         files[label] = read_heldout([path], args.max_chars)
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.loading.remote_code import refuse_remote_code
 
     trust = args.trust_remote_code
     base_dir = base_path if Path(base_path).is_dir() else Path(base_path).parent
-    from yunshan.folders import check_model_folder, readable_by_transformers
+    from yunshan.io.folders import check_model_folder, readable_by_transformers
 
     check_model_folder(args.model, "--model")
     with refuse_remote_code(f"{args.model} (or its tokenizer)", "--trust-remote-code"):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from .base import COPIED_FILES, FAST_PATH_CHECK_DOCUMENTS, BaseTokenizer, extended_proto_bytes, load_base_tokenizer
 from .bpe_encoder import MergeListTable, PieceTable
@@ -57,7 +57,7 @@ class ExtendArgs:
 
     base: str = field(default="", metadata={"path": True,
         "help": "base tokenizer: a folder with tokenizer.json, a SentencePiece .model, or a Hub id ORG/NAME "
-                "(its tokenizer files, from the HF cache or downloaded: yunshan.hub_download)"})
+                "(its tokenizer files, from the HF cache or downloaded: yunshan.loading.hub_download)"})
     revision: str | None = field(default=None, metadata={"help": "branch, tag or commit of a Hub id in --base"})
     corpus: list[str] = field(metadata={"path": True,
         "help": "domain corpus: files, folders or globs (.jsonl .json .parquet .csv .txt, each optionally "
@@ -193,7 +193,7 @@ def _check_args(args: ExtendArgs) -> None:
         if not args.overwrite:
             raise ValueError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
         _check_replaceable(out, args)
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folders import check_output_folder
 
     check_output_folder(out, "--out")  # a path through a file, or a folder this user cannot write
 
@@ -206,7 +206,7 @@ def _check_replaceable(out: Path, args: ExtendArgs) -> None:
     for what, path in inputs:
         if Path(path).resolve().is_relative_to(out.resolve()):
             raise ValueError(f"--out {out} holds {what} {path}: replacing --out would delete it; choose another --out")
-    from yunshan.folders import check_replaceable
+    from yunshan.io.folders import check_replaceable
 
     # An older report without its list of files: only the names an extension writes, at the top of the folder.
     check_replaceable(out, REPORT_FILE, "yunshan tokenizer extend", "--out",
@@ -402,7 +402,7 @@ def _config_files(base: BaseTokenizer) -> dict[str, bytes]:
 
 def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
     """Run the extension and write `args.out`; returns the report also saved as yunshan_tokenizer_extension.json."""
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
 
     _check_args(args)
     if args.budget_tokens is not None:  # before any work: the cap, and whether the budget trains what it carries
@@ -412,7 +412,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
         warning = budget_check(args.budget_tokens, allowed)["warning"]
         if warning:
             log(f"warning: {warning}")
-    # Another extension writing the same --out stops here (yunshan.folder_lock); --out is checked again under the
+    # Another extension writing the same --out stops here (yunshan.io.folder_lock); --out is checked again under the
     # lock, as it may have changed before the lock was taken.
     with folder_lock(args.out, "--out", log):
         _check_args(args)
@@ -422,7 +422,7 @@ def extend_tokenizer(args: ExtendArgs, log=print) -> dict:
 def _extend(args: ExtendArgs, log) -> dict:
     started = time.perf_counter()
     from yunshan.data.files import sha256_file
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     # A Hub id is read from its HF cache folder; the report names that folder (its commit is in the path).
     args = dataclasses.replace(args, base=resolve_pretrained(args.base, args.revision, what="tokenizer",
@@ -605,9 +605,9 @@ def _learn_from_corpus(args: ExtendArgs, base, corpus, stats, strings, vocab, me
 
 
 def _write_atomically(out: Path, files: dict[str, bytes], overwrite: bool) -> None:
-    """Write `files` into a folder beside `out` and swap it in (yunshan.folders.staged_folder): `out` is the old
+    """Write `files` into a folder beside `out` and swap it in (yunshan.io.folders.staged_folder): `out` is the old
     folder until every file is written, and a failed swap puts the old one back."""
-    from yunshan.folders import staged_folder
+    from yunshan.io.folders import staged_folder
 
     out = out.absolute()
     with staged_folder(out) as tmp:

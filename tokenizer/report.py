@@ -32,7 +32,7 @@ def load_backend(path: str | Path):
             raise FileNotFoundError(f"tokenizer folder {path} has no tokenizer.json or tokenizer.model")
         from transformers import AutoTokenizer
 
-        from yunshan.remote_code import refuse_remote_code
+        from yunshan.loading.remote_code import refuse_remote_code
 
         # Only the tokenizer.json pipeline is used here, so a folder's own tokenizer code is never needed.
         with refuse_remote_code(path, None, "the tokenizer tools read tokenizer.json and never run a folder's code: "

@@ -15,7 +15,7 @@ import pytest
 from yunshan.data.conversations import (
     SftSourceArgs, from_alpaca, from_ceval_row, from_cflue, from_self_instruct, read_sft_source, sft_records)
 from yunshan.data.records import BadRecord, BadRecordError
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.recipe import RecipeError, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 REALDATA_SFT = ROOT.parent / "shared" / "realdata" / "sft"

@@ -154,7 +154,7 @@ def test_command_line_specs(tmp_path):
         instruction_set("{name: x, path: d.jsonl, format: alpaca, columns: {answer: a}}")
     from yunshan.cli import build_parser
     from yunshan.eval.commands import EvalArgs
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     argv = ["eval", "--model", "m", "--tasks", "chat_loss", "--instructions", "a=alpaca:a.jsonl",
             "--instructions", "{name: b, path: b.jsonl, format: self_instruct}"]

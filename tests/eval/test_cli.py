@@ -106,7 +106,7 @@ def test_dtype_auto_follows_the_hardware_and_bf16_stays_close(bench, llama_dir, 
     """--dtype auto: float32 weights, bf16 autocast only where the hardware multiplies bf16 fast (the check is
     patched, so both branches run on any machine); the choice is saved, and bf16 bits/char stay within 1% of
     float32's (bf16 keeps 8 bits of mantissa: ~0.4% per product, averaged over many tokens)."""
-    import yunshan.precision as precision
+    import yunshan.loading.precision as precision
 
     monkeypatch.setattr(precision, "fast_bf16", lambda: (fast, "patched check"))
     results = {}
@@ -131,7 +131,7 @@ def test_dtype_auto_follows_the_hardware_and_bf16_stays_close(bench, llama_dir, 
 def test_recheck_float32_gives_float32s_letters_under_auto(bench, llama_dir, tmp_path, monkeypatch, fast):
     """--dtype auto --recheck-float32: under bf16 autocast (fast hardware, patched) the close calls are scored again
     in float32 and counted, and every letter is float32's; without fast bf16 nothing is rescored."""
-    import yunshan.precision as precision
+    import yunshan.loading.precision as precision
     from yunshan.eval import likelihood
 
     monkeypatch.setattr(precision, "fast_bf16", lambda: (fast, "patched check"))

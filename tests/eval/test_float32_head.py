@@ -47,7 +47,7 @@ def test_head_in_float32_under_autocast(tied):
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_load_model_wraps_the_head_only_under_autocast(llama_dir, monkeypatch, fast):
-    import yunshan.precision as precision
+    import yunshan.loading.precision as precision
 
     monkeypatch.setattr(precision, "fast_bf16", lambda: (fast, "patched check"))
     lm = load_model(str(llama_dir), dtype="auto", hash_weights=False)

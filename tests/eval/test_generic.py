@@ -204,7 +204,7 @@ def test_folder_layout_errors(tmp_path):
 
 
 def test_cli_results_tables_card_metrics_and_labels(tmp_path, llama_dir, writers):
-    from yunshan.artifacts import EvalResults
+    from yunshan.io.artifacts import EvalResults
     from yunshan.cli import main
 
     fineval = writers.ceval(tmp_path / "fineval", n_val=3, n_dev=2)

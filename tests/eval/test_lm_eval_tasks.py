@@ -71,7 +71,7 @@ def lm_eval_tasks(tmp_path) -> tuple[Path, Path]:
 
 
 def test_a_local_yaml_task_runs_through_lm_eval_and_agrees_with_the_mc_task(tmp_path, llama_dir, lm_eval_tasks):
-    from yunshan.artifacts import EvalResults
+    from yunshan.io.artifacts import EvalResults
     from yunshan.cli import main
 
     tasks, qa = lm_eval_tasks
@@ -243,7 +243,7 @@ def test_the_pipelines_decontamination_follows_the_eval_stages_opt_in():
     stage runs them with: eval.trust_remote_code or model.trust_remote_code (or its own), never without one."""
     from yunshan.pipeline import PipelineRecipe
     from yunshan.pipeline.stages import decontamination_plan
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     recipe_file = Path(__file__).resolve().parents[2] / "recipes" / "demo_tiny.yaml"
     for overrides, trusted in (([], False), (["eval.trust_remote_code=true"], True),

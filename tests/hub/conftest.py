@@ -33,10 +33,10 @@ def _head(src: Path, dst: Path, n: int) -> str:
 
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory) -> Path:
-    from yunshan.artifacts import RunManifest, StageRecord
+    from yunshan.io.artifacts import RunManifest, StageRecord
     from yunshan.eval.commands import EvalArgs, run_eval
     from yunshan.models.pangu_pi import PanguPiConfig, PanguPiForCausalLM
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs
     from yunshan.training.sft import SftArgs
     from yunshan.training.cpt import run_cpt

@@ -1,5 +1,5 @@
 """A local stand-in for the Hugging Face Hub endpoints a push and a download call, so `yunshan push` and Hub ids in
-recipes and flags (yunshan.hub_download) are tested end to end offline.
+recipes and flags (yunshan.loading.hub_download) are tested end to end offline.
 
 The routes are the requests huggingface_hub 2.x makes for HfApi.create_repo, create_branch and upload_folder when
 it uploads through plain HTTP/LFS (HF_HUB_DISABLE_XET, which `yunshan push` sets for a non-huggingface.co

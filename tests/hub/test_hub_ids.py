@@ -1,5 +1,5 @@
-"""Hub ids wherever a model or tokenizer folder is accepted (yunshan.hub_download), against a local stand-in of the
-Hub (tests/hub/standin.py): downloaded online at a revision, only the files a causal LM needs; read from the cache
+"""Hub ids wherever a model or tokenizer folder is accepted (yunshan.loading.hub_download), against a local stand-in of
+the Hub (tests/hub/standin.py): downloaded online at a revision, only the files a causal LM needs; read from the cache
 offline; one line naming the id and the `hf download` command when it is not cached; the CLI never sets
 HF_HUB_OFFLINE itself."""
 
@@ -71,7 +71,7 @@ def test_eval_of_a_hub_id_at_a_revision(hub, tmp_path, capsys):
 def test_offline_reads_the_cache_and_names_an_uncached_id(hub, tmp_path, monkeypatch, capsys):
     from huggingface_hub import constants
 
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     online = resolve_pretrained(REPO)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -122,7 +122,7 @@ def test_cpt_dry_run_on_a_hub_id(hub, tmp_path, capsys):
     ("./models/missing", None, "model.name_or_path: ./models/missing: no such folder (and not a Hub id ORG/NAME)"),
 ])
 def test_refusals_name_the_id(hub, ref, revision, expected):
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     with pytest.raises(FileNotFoundError) as err:
         resolve_pretrained(ref, revision)
@@ -130,7 +130,7 @@ def test_refusals_name_the_id(hub, ref, revision, expected):
 
 
 def test_a_revision_with_a_local_folder_is_refused(llama_dir):
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     with pytest.raises(ValueError, match="is a local folder; a revision .'v1'. applies only to a Hub id"):
         resolve_pretrained(str(llama_dir), "v1")
@@ -150,7 +150,7 @@ def test_pipeline_dry_run_on_a_hub_id(hub, tmp_path, monkeypatch):
     import yaml
 
     from yunshan.pipeline import PipelineRecipe, PipelineRunner
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     s = "${samples}"
     path = tmp_path / "recipe.yaml"
@@ -209,7 +209,7 @@ def test_model_info_and_upcycle_take_a_hub_id(hub, tmp_path, capsys):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     assert main(["model", "info", REPO, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)

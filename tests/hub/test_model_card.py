@@ -126,9 +126,9 @@ def test_a_plain_model_folder(run_dir, tmp_path):
 
 
 def test_run_json_is_read_through_the_typed_manifest(run_dir, run_export, tmp_path):
-    """run.json holds its stages once, as a list; the card reads it through yunshan.artifacts.RunManifest and
+    """run.json holds its stages once, as a list; the card reads it through yunshan.io.artifacts.RunManifest and
     refuses a file that is not one, naming the field."""
-    from yunshan.artifacts import RunManifest
+    from yunshan.io.artifacts import RunManifest
 
     manifest = json.loads((run_dir / "run.json").read_text())
     assert [s["name"] for s in manifest["stages"]] == ["base", "eval_before", "cpt", "sft", "eval_after", "export"]
@@ -256,10 +256,10 @@ def test_the_card_always_states_the_decontamination_count(run_export, run_dir, t
     source, and that the overlapping records were kept."""
     from pathlib import Path
 
-    from yunshan.artifacts import RunManifest, StageRecord
+    from yunshan.io.artifacts import RunManifest, StageRecord
     from yunshan.pipeline import PipelineRecipe
     from yunshan.pipeline.stages import STAGE_NAMES, RunLayout, run_decontamination
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     text, _ = card_of(run_export)
     assert "Not checked: no decontamination was run for this model" in section(text, "Training data")
@@ -355,7 +355,7 @@ def test_standalone_cpt_then_sft_names_the_checkpoint_the_cpt_started_from(run_d
 def test_an_eval_file_that_adds_nothing_says_why(tmp_path):
     """The reasons `--eval` gives when a results file puts nothing into model-index: no model in it, another model's
     results (named, with what it is to this model), or only tasks without a benchmark score."""
-    from yunshan.artifacts import Metric
+    from yunshan.io.artifacts import Metric
     from yunshan.hub.provenance import EvalColumn, _adds_nothing
 
     path = tmp_path / "results.json"

@@ -329,7 +329,7 @@ def test_the_pipeline_runs_prepare_first_and_the_tokenizer_reads_its_corpus(corp
 
     from fixtures import train_tokenizer
     from yunshan.pipeline import PipelineRecipe, PipelineRunner
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     base = tmp_path / "base"
     train_tokenizer(base)
@@ -367,7 +367,7 @@ def test_shipped_prepare_configs_load_and_dry_run(path, monkeypatch, tmp_path):
     """Every recipes/prepare/*.yaml loads; its header gives the command; the dry run resolves its inputs (the real
     laws corpus, or a stand-in file where ../shared/realdata is absent)."""
     from yunshan.prepare.pipeline import describe_prepare
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     text = path.read_text(encoding="utf-8")
     assert text.startswith("#") and "yunshan data prepare --config" in text.split("\n\n")[0]

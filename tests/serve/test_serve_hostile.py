@@ -65,7 +65,7 @@ def _no_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("yunshan.chat.load_chat_model", refuse)
+    monkeypatch.setattr("yunshan.serve.chat.load_chat_model", refuse)
 
 
 def test_an_open_host_without_a_key_is_refused_before_loading(llama, monkeypatch):
@@ -186,7 +186,7 @@ def test_a_failing_row_fails_its_request_alone(llama):
     exactly as alone."""
     from transformers import AutoTokenizer
 
-    from yunshan.chat import ChatArgs, load_chat_model
+    from yunshan.serve.chat import ChatArgs, load_chat_model
     from yunshan.serve.engine import Delta, Engine, Failed, Finished, Job, Sampling
 
     chat = load_chat_model(ChatArgs(model=str(llama), dtype="float32"))

@@ -59,7 +59,7 @@ def test_the_pipeline_sizes_the_extension_for_the_cpt_budget(bases, corpus, tmp_
     tokens in the dry run, and a longer cpt changes the tokenizer stage's fingerprint (it reruns)."""
     from yunshan.pipeline import PipelineRecipe, PipelineRunner
     from yunshan.pipeline.stages import cpt_budget_tokens
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     data = {"name": "budget", "output_dir": str(tmp_path / "run"), "model": {"name_or_path": str(bases["byte_level_llama3"])},
             "tokenizer_extension": {"corpus": [str(corpus["domain"])], "new_tokens": 5000},

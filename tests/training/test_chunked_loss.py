@@ -241,7 +241,7 @@ def count_chunked_passes(monkeypatch) -> list:
 
 
 def test_cpt_logs_the_same_losses_with_the_chunked_loss(setup, tmp_path, monkeypatch):  # noqa: F811
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
 
     calls = count_chunked_passes(monkeypatch)

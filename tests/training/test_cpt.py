@@ -15,7 +15,7 @@ import yaml
 from safetensors.torch import load_file
 
 from fixtures import free_port, three_source_corpora, tied_llama_extended, train_tokenizer
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.checkpoints import latest_complete_checkpoint, mark_complete, remove_incomplete_after, rotate
 from yunshan.training.cpt import run_cpt
@@ -761,7 +761,7 @@ def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup,
     that is during its final save. The folder then holds no final marker (the rerun removed it before changing
     anything), so `yunshan export` refuses it in one line; the next run finishes from checkpoint-4, removes what the
     killed save left (safetensors' .tmp files) and writes the marker last, and the export goes through."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
 
     out = tmp_path / "run"
     data = recipe_dict(setup, out, max_steps=2, save_steps=2)
@@ -805,7 +805,7 @@ def test_a_full_disk_during_the_final_save_is_one_line_and_the_rerun_finishes(se
     import transformers.modeling_utils as modeling_utils
     from safetensors import SafetensorError
 
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
     from yunshan.cli import main
 
     out = tmp_path / "run"

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from test_cpt import recipe_dict, setup  # noqa: F401  (the module fixture)
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 from yunshan.training.cpt import CptArgs, run_cpt
 
 

@@ -217,7 +217,7 @@ LORA = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}
 @pytest.fixture(scope="module")
 def one_process(world, tmp_path_factory):
     """Single-process runs on the global batch, each run once per module: name -> output folder."""
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.cpt import CptArgs, run_cpt
     from yunshan.training.sft import SftArgs, run_sft
 
@@ -459,7 +459,7 @@ def test_one_launch_holds_one_lock_and_a_foreign_lock_stops_every_process(world,
     (none waits for the other), and nothing is written."""
     import socket
 
-    from yunshan.folder_lock import lock_path
+    from yunshan.io.folder_lock import lock_path
 
     def recipe(name: str) -> tuple[Path, Path]:
         data = cpt_recipe(world, tmp_path / name, 2, max_steps=2)
@@ -476,7 +476,8 @@ def test_one_launch_holds_one_lock_and_a_foreign_lock_stops_every_process(world,
     assert not lock_path(stale_out).exists()
 
     held_recipe, held_out = recipe("held")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom yunshan.folder_lock import folder_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from yunshan.io.folder_lock import folder_lock\n"
                                "with folder_lock(sys.argv[1], 'test'):\n    print('held', flush=True)\n"
                                "    time.sleep(600)\n", str(held_out)], stdout=subprocess.PIPE, text=True)
     try:

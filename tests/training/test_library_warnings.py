@@ -1,6 +1,6 @@
 """Normal training runs print no library deprecation warning (issue 47): a tiny LoRA `yunshan cpt` and `yunshan sft`
 record every FutureWarning and DeprecationWarning raised while they run, and none may come. PEFT's wrapping of the
-model read transformers' deprecated `is_gradient_checkpointing` on every LoRA run (yunshan.pretrained.
+model read transformers' deprecated `is_gradient_checkpointing` on every LoRA run (yunshan.loading.pretrained.
 activation_checkpointing_alias); `yunshan serve`'s side is tests/serve/test_serve.py, `yunshan pref`'s is
 tests/training/test_preference.py."""
 
@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from fixtures import three_source_corpora, train_tokenizer
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 
 TINY = {"preset": "tiny", "config_overrides": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                                               "aug_reduction": 4}}

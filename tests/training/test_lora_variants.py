@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from test_cpt import recipe_dict, setup, tied_llama  # noqa: F401 (module fixtures)
 from test_sft import recipe as sft_recipe, task  # noqa: F401 (module fixture)
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs, run_cpt
 
 # variant -> (lora settings, how the new rows train)

@@ -14,7 +14,7 @@ import yaml
 from test_pipeline import tiny_recipe
 from yunshan.pipeline import PipelineRunner
 from yunshan.pipeline import PipelineRecipe
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 
 
 def test_otce_through_the_whole_pipeline_and_export(tmp_path):

@@ -1,6 +1,7 @@
 """`precision: auto` decides by hardware: bf16 on CPUs with AMX or AVX-512 BF16 and on CUDA GPUs with bf16, fp32
 elsewhere (both branches tested with the checks patched, whatever this machine is); bf16 training follows fp32.
-One vocabulary (yunshan.precision): torch's names everywhere, the short names fp32/bf16/fp16 accepted and read as them."""
+One vocabulary (yunshan.loading.precision): torch's names everywhere, the short names fp32/bf16/fp16 accepted and read
+as them."""
 
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def test_one_vocabulary_with_the_short_names_accepted_where_users_write_them(tmp
     import json
 
     from yunshan.hub.export import add_arguments as export_flags
-    from yunshan.precision import CHOICES, DTYPE_CHOICES, PRECISIONS, eval_autocast, precision_name
-    from yunshan.recipe import load_recipe
+    from yunshan.loading.precision import CHOICES, DTYPE_CHOICES, PRECISIONS, eval_autocast, precision_name
+    from yunshan.arguments.recipe import load_recipe
     from yunshan.training.arguments import ModelArgs, TrainArgs
     from yunshan.training.checkpoints import RUN_FILE
     from yunshan.training.cpt import CptArgs

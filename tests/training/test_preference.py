@@ -17,7 +17,7 @@ import yaml
 from safetensors.torch import load_file
 
 from fixtures import train_tokenizer
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 from yunshan.training.preference import PrefArgs, run_pref
 
 ROOT = Path(__file__).resolve().parents[2]

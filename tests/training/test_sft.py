@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fixtures import free_port, train_tokenizer
-from yunshan.recipe import load_recipe
+from yunshan.arguments.recipe import load_recipe
 from yunshan.training.sft import SftArgs
 from yunshan.training.sft import build_sft_data, make_collator, run_sft
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import three_source_corpora, train_tokenizer
-from yunshan.recipe import RecipeError, load_recipe
+from yunshan.arguments.recipe import RecipeError, load_recipe
 from yunshan.training.cpt import CptArgs, run_cpt
 from yunshan.training.monitoring import curve_panels
 from yunshan.training.sft import SftArgs, run_sft

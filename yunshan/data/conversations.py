@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from .files import resolve_paths
 from .records import BadRecord, fail_or_count, read_records

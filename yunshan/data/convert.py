@@ -11,7 +11,7 @@ writes yunshan JSONL (`{"text": ...}` plus any kept or added fields). Records co
 8-byte digest per kept document). A record that cannot be converted is a BadRecord: with `on_bad_record="fail"` the
 run stops naming file, line and field, with "skip" it is counted by reason; filter decisions (where, empty, too
 short, duplicate) are always counted drops. The named converters for releases with their own structure live in
-instruction_sets.py and exam_layouts.py; the command is yunshan/data_commands.py. Nothing here prints.
+instruction_sets.py and exam_layouts.py; the command is yunshan/cli/data.py. Nothing here prints.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 it, with boilerplate left out; streaming, in numpy.
 
     yunshan data decontaminate corpus.jsonl sft.jsonl --tasks fineval=data/FinEval lawbench=data/LawBench \\
-        --out runs/decontamination       # the command (yunshan/data_commands.py over yunshan/eval/decontamination.py)
+        --out runs/decontamination       # the command (yunshan/cli/data.py over yunshan/eval/decontamination.py)
 
     from yunshan.data.decontamination import NgramIndex, Scan, Text
     index = NgramIndex.build([Text("eval.csv:2", ["题目……"])])

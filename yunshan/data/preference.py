@@ -41,7 +41,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from .conversations import ROLES, SHAREGPT_ROLES
 from .files import resolve_paths

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from .files import resolve_paths
 from . import records

@@ -10,7 +10,7 @@
 place), `weights.py` (safetensors re-sharded and converted one shard at a time), `provenance.py` (how the model was
 made, read from the run's typed records), `card.py` (the model card rendered from that), `push.py` (`yunshan push`,
 one commit through huggingface_hub). Turning a model reference into a local folder (the download side of the Hub)
-is yunshan.hub_download, which training, evaluation and the tokenizer tools use as well.
+is yunshan.loading.hub_download, which training, evaluation and the tokenizer tools use as well.
 
 The names below are importable from `yunshan.hub` itself; each is loaded from its module on first use, so importing
 one command's module does not load the others.

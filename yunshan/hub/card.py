@@ -8,7 +8,7 @@
     text, metadata = build_model_card(prov, CardOptions(license="apache-2.0", language=["zh", "en"]), facts)
 
 This module only renders: what the card shows comes from the typed records yunshan.hub.provenance gathers
-(yunshan.artifacts), and from `ExportFacts`, what the export wrote. It knows no benchmark: the evaluation table and
+(yunshan.io.artifacts), and from `ExportFacts`, what the export wrote. It knows no benchmark: the evaluation table and
 `model-index` show the headline metrics `yunshan eval` recorded with each result, whatever the task.
 
 What the card is built from, and what it shows when a part is missing (every part is optional):

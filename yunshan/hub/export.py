@@ -41,8 +41,8 @@ from pathlib import Path
 from yunshan.hub.card import CardOptions, ExportFacts, build_model_card
 from yunshan.hub.provenance import collect_provenance
 from yunshan.hub.weights import check_weights, dtype_label, parameter_count, parse_size, read_layout, write_weights
-from yunshan.precision import DTYPE_CHOICES, precision_name
-from yunshan.field_rules import check_fields
+from yunshan.loading.precision import DTYPE_CHOICES, precision_name
+from yunshan.arguments.field_rules import check_fields
 
 # Tokenizer files save_pretrained writes for the tokenizers transformers knows (fast, SentencePiece, BPE, WordPiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -92,7 +92,7 @@ class ExportArgs(CardOptions):
         check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     from yunshan.hub.gguf import QUANTS
 
@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     options = {f.name: getattr(from_flags(ExportArgs, args), f.name) for f in fields(ExportArgs)}
     source, out = options.pop("source"), options.pop("out")
@@ -229,11 +229,11 @@ def write_tokenizer(model_dir: Path, out: Path) -> list[str]:
 
 def check_tokenizer(model_dir: Path, out: Path, trust_remote_code: bool = False) -> None:
     """The exported tokenizer encodes a probe exactly as the source folder's does (and renders the same chat).
-    A tokenizer with its own code (auto_map) is loaded only with `trust_remote_code` (yunshan.remote_code)."""
+    A tokenizer with its own code (auto_map) is loaded only with `trust_remote_code` (yunshan.loading.remote_code)."""
     from transformers import AutoTokenizer
 
-    from yunshan.folders import readable_by_transformers
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.io.folders import readable_by_transformers
+    from yunshan.loading.remote_code import refuse_remote_code
 
     probe = "根据《民法典》第六百八十条，借款的利率不得违反国家有关规定。Net interest margin rose 12 bp in Q3."
     with refuse_remote_code(model_dir, "--trust-remote-code (in a `yunshan run` recipe: model.trust_remote_code)"):
@@ -287,9 +287,9 @@ RUN_FILES = ("recipe.yaml", "data_report.json", "checkpoints")
 
 def check_finished(model_dir: Path) -> None:
     """A `yunshan cpt` / `yunshan sft` run folder is exported only under the marker its final save writes last
-    (yunshan.artifacts.FinalOutputs), with every file it lists as saved. A plain model folder (save_pretrained,
+    (yunshan.io.artifacts.FinalOutputs), with every file it lists as saved. A plain model folder (save_pretrained,
     an import, an earlier export) holds none of RUN_FILES and is exported as it is."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
 
     if (model_dir / EXPORT_MARKER).is_file() or not any((model_dir / name).exists() for name in RUN_FILES):
         return
@@ -324,7 +324,7 @@ def check_out(out: Path, source: Path, model_dir: Path, overwrite: bool) -> None
     if not overwrite:
         raise ValueError(f"--out {out} already exists; pass --overwrite to replace it (only after a successful "
                          "export)")
-    from yunshan.folders import check_replaceable
+    from yunshan.io.folders import check_replaceable
 
     check_replaceable(out, EXPORT_MARKER, "yunshan export", "--out")
 
@@ -376,11 +376,11 @@ def export_model(source: str | os.PathLike, out: str | os.PathLike, *, adapter: 
             raise ValueError(f"{model_dir / 'config.json'}: --as-llama refused, this model is not exactly a Llama: "
                              f"{'; '.join(problems)}. Export it without --as-llama{code}")
     check_out(out, Path(source), model_dir, overwrite)
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     check_output_folder(out.parent, "--out")  # the export is written beside --out, then renamed into place
-    # Another export to the same --out stops here (yunshan.folder_lock); --out is checked again under the lock, as
+    # Another export to the same --out stops here (yunshan.io.folder_lock); --out is checked again under the lock, as
     # it may have changed while this one waited to take it.
     with folder_lock(out, "--out"):
         check_out(out, Path(source), model_dir, overwrite)
@@ -393,10 +393,10 @@ def _write_export(prov, out: Path, model_dir: Path, options: CardOptions, *, ada
                   shard_bytes: int, dtype: str | None, recipe: bool, gguf: bool, quant: str, ollama: bool,
                   trust_remote_code: bool) -> dict:
     """Write the export of `model_dir` into a folder beside `out` and swap it in (export_model holds the lock)."""
-    from yunshan.folders import staged_folder
+    from yunshan.io.folders import staged_folder
 
     # A fresh hidden folder beside --out (same filesystem, so the final rename is atomic), swapped in only when
-    # everything below succeeded (yunshan.folders.replace_folder: a failed swap puts the old --out back).
+    # everything below succeeded (yunshan.io.folders.replace_folder: a failed swap puts the old --out back).
     with staged_folder(out) as tmp:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8")) if (
             model_dir / "config.json").is_file() else {}

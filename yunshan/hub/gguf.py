@@ -298,7 +298,7 @@ def write_gguf(model_dir: Path, path: Path, quant: str, *, name: str, as_llama: 
     from safetensors import safe_open
 
     from yunshan.hub.weights import _weight_files, read_layout
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     if quant not in QUANTS:
         raise ValueError(f"--quant {quant!r}: choose one of {', '.join(QUANTS)}")

@@ -5,7 +5,7 @@ from, back to the checkpoint the first started from: `trace_base`). The model ca
     from yunshan.hub.provenance import collect_provenance
     prov = collect_provenance("runs/demo_tiny")           # a run folder (run.json) or a plain model folder
 
-Everything is read through yunshan.artifacts (typed RunManifest, DataReport, TokenizerReport,
+Everything is read through yunshan.io.artifacts (typed RunManifest, DataReport, TokenizerReport,
 DecontaminationReport, EvalResults); every part is optional, and a part that is missing or unreadable is left
 empty (the card then says so). Evaluation results are matched to the exported weights by the sha256 `yunshan
 eval` recorded: only results for exactly these files count as this model's.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from yunshan.artifacts import (
+from yunshan.io.artifacts import (
     DataReport, DecontaminationReport, EvalResults, Metric, RunManifest, StageRecord, TokenizerReport)
 
 # Hub repo ids: NAMESPACE/NAME, letters, digits, "-", "_", "." (no "--" or "..", not starting or ending with - or .)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from yunshan.hub.export import EXPORT_MARKER
 from yunshan.hub.provenance import REPO_ID
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -65,13 +65,13 @@ class PushArgs:
         check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     add_flags(parser, PushArgs, positional={"folder": "DIR"}, required=("repo_id",))
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     settings = {f.name: getattr(from_flags(PushArgs, args), f.name) for f in fields(PushArgs)}
     result = push_folder(settings.pop("folder"), settings.pop("repo_id"), **settings)

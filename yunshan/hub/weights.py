@@ -18,9 +18,9 @@ import re
 import shutil
 from pathlib import Path
 
-from yunshan.precision import DTYPES
+from yunshan.loading.precision import DTYPES
 
-# --dtype (yunshan.precision.DTYPES, torch's names) -> the safetensors dtype it writes
+# --dtype (yunshan.loading.precision.DTYPES, torch's names) -> the safetensors dtype it writes
 SAFETENSORS_DTYPES = dict(zip(DTYPES, ("F32", "BF16", "F16")))
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
              "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}

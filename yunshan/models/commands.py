@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -63,9 +63,9 @@ class ImportGgufArgs:
         check_fields(self)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
-    from .merge import METHODS, MergeArgs
+    from yunshan.merging.merge import METHODS, MergeArgs
 
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     add_flags(sub.add_parser("info", help="parameter counts by part of a preset or a model folder"), InfoArgs,
@@ -83,20 +83,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _merge_doc() -> str:
-    from . import merge
+    from yunshan.merging import merge
 
     return merge.__doc__
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
     from yunshan.models import register_architectures
 
     register_architectures()
     if args.model_command == "info":
         from .info import count_parameters_by_part, format_parameter_table, load_config
 
-        from yunshan.hub_download import resolve_pretrained
+        from yunshan.loading.hub_download import resolve_pretrained
         from yunshan.models import presets
 
         a = from_flags(InfoArgs, args)
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             print(format_parameter_table(f"{a.preset_or_path} ({config.model_type})", parts))
         return 0
     if args.model_command == "merge":
-        from .merge import MergeArgs, merge_models
+        from yunshan.merging.merge import MergeArgs, merge_models
 
         merge_models(from_flags(MergeArgs, args))
         return 0
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from .pangu_pi.convert import upcycle_checkpoint
 
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     a = from_flags(UpcycleArgs, args)
     model = upcycle_checkpoint(
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         aug_shortcuts=a.aug_shortcuts, aug_reduction=a.aug_reduction,
         siaf_neighbor_kernel=a.siaf_neighbor_kernel, seed=a.seed,
     )
-    from yunshan.folders import apply_umask
+    from yunshan.io.folders import apply_umask
 
     apply_umask(Path(a.dst).glob("*.safetensors"))  # written 0600 by safetensors; the rest has the user's umask
     total = sum(p.numel() for p in model.parameters())

@@ -152,7 +152,7 @@ def _restore_user_defined(tokenizer_json: dict, user_defined: dict[int, str]) ->
 
 def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False, log=print) -> dict:
     """Write the GGUF model at `gguf_file` as a Hugging Face folder at `out`; returns the import report."""
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folders import check_output_folder
 
     src = Path(gguf_file)
     if not src.is_file():
@@ -160,9 +160,9 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike, overwrite:
     out = Path(out)
     check_out(out, src, overwrite)
     check_output_folder(out, "OUT")  # a path through a file, or a folder this user cannot write: before the load
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
 
-    # Another import writing the same OUT stops here (yunshan.folder_lock); OUT is checked again under the lock, as
+    # Another import writing the same OUT stops here (yunshan.io.folder_lock); OUT is checked again under the lock, as
     # it may have changed before the lock was taken.
     with folder_lock(out, "OUT", log):
         check_out(out, src, overwrite)
@@ -173,8 +173,8 @@ def _import(src: Path, out: Path, log) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from yunshan.folders import staged_folder
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.io.folders import staged_folder
+    from yunshan.loading.remote_code import refuse_remote_code
 
     started = time.perf_counter()
     meta = read_gguf_metadata(src)
@@ -247,7 +247,7 @@ def _import(src: Path, out: Path, log) -> dict:
 
 
 # What an import writes, for a report of an older yunshan that did not list its files: fnmatch patterns of names at
-# the top of the folder (yunshan.folders.check_replaceable never lets them reach into a subfolder), as exact as the
+# the top of the folder (yunshan.io.folders.check_replaceable never lets them reach into a subfolder), as exact as the
 # names save_pretrained gives, so a user's model_backup.safetensors or tokenizer_notes.txt beside them is not taken.
 IMPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model.safetensors",
                         "model-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].safetensors",
@@ -271,7 +271,7 @@ def check_out(out: Path, src: Path, overwrite: bool) -> None:
         return
     if not overwrite:
         raise ValueError(f"OUT {out} exists and is not empty; pass --overwrite to replace an earlier import")
-    from yunshan.folders import check_replaceable
+    from yunshan.io.folders import check_replaceable
 
     check_replaceable(out, IMPORT_REPORT, "yunshan model import-gguf", "OUT",
                       fallback=IMPORT_FILE_PATTERNS)

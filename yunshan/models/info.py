@@ -65,7 +65,7 @@ def load_config(preset_or_path: str | os.PathLike) -> PreTrainedConfig:
         raise FileNotFoundError(
             f"{preset_or_path}: neither a preset ({', '.join(known)}) nor a folder with config.json"
         )
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.loading.remote_code import refuse_remote_code
 
     with refuse_remote_code(path, None, "yunshan model info reads only configs that transformers or yunshan define "
                                         "and never runs a folder's code"):

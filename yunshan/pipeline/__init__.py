@@ -37,7 +37,7 @@ __all__ = ["STAGES", "PipelineRecipe", "PipelineRunner", "RunLayout", "StandInBa
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "cpt.training.max_steps=50", "validate paths, fields and the stage plan; train nothing",
                      positional=True)
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(PipelineRecipe, args)
     runner = PipelineRunner(recipe, Path(args.config))

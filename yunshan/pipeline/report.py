@@ -9,7 +9,7 @@ evaluated model (base, after cpt, after sft, after preference) and the change fr
 the tokenizer stage's compression (tokens per character before and after the extension). report.md then gives the
 stages and their times, the decontamination, the vocabulary extension's cost, the continual-pretraining mixture,
 the forgetting curve and the loss curves, and every evaluation table; report.html is the same report as one
-self-contained page (yunshan.html_page).
+self-contained page (yunshan.io.html_page).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from yunshan.artifacts import DecontaminationReport, EvalResults, RunManifest, TokenizerReport
+from yunshan.io.artifacts import DecontaminationReport, EvalResults, RunManifest, TokenizerReport
 from yunshan.eval.bpc import is_general
 
 from .stages import RunLayout
@@ -137,7 +137,7 @@ def write_report(layout: RunLayout, manifest: RunManifest) -> Path:
     lines += _evaluation_tables(layout)
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    from yunshan.html_page import write_page
+    from yunshan.io.html_page import write_page
 
     write_page(path, out / "report.html", f"yunshan run: {layout.recipe.name}")
     return path

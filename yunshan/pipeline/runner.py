@@ -20,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-from yunshan.artifacts import RunManifest, StageRecord
+from yunshan.io.artifacts import RunManifest, StageRecord
 from yunshan.data.files import sha256_file
 
 from . import report
@@ -137,16 +137,16 @@ class PipelineRunner:
         """Run the stages in order. Under `accelerate launch` (several processes) the distributed stages run on
         every process and the others on the main one while the rest wait; only the main process writes the
         manifest, markers and report. A second `yunshan run` on the same folder stops before touching it
-        (yunshan.folder_lock; every process of one launch shares the lock), and each stage locks its own folder."""
-        from yunshan.folder_lock import folder_lock
-        from yunshan.folders import check_output_folder
+        (yunshan.io.folder_lock; every process of one launch shares the lock), and each stage locks its own folder."""
+        from yunshan.io.folder_lock import folder_lock
+        from yunshan.io.folders import check_output_folder
 
         check_output_folder(self.out, "output_dir")
         with folder_lock(self.out, "output_dir"):
             return self._run(from_stage)
 
     def _run(self, from_stage: str | None) -> RunManifest:
-        from yunshan.artifacts import write_recipe
+        from yunshan.io.artifacts import write_recipe
         from yunshan.training.heap import release_memory
 
         started = time.time()
@@ -356,7 +356,7 @@ SETTING_WORDS = ("skip", "fail", "never", "auto", "none", "true", "false", "para
 def _check_model(r: PipelineRecipe) -> list[str]:
     """The base model folder (a Hub id: its config and tokenizer, no weights): a config transformers reads, and
     tokenizer files."""
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.loading.hub_download import resolve_pretrained
 
     problems = []
     try:
@@ -368,7 +368,7 @@ def _check_model(r: PipelineRecipe) -> list[str]:
     if not (model_dir / "config.json").is_file():
         problems.append(f"model.name_or_path: {model_dir} has no config.json")
     else:
-        from yunshan.remote_code import refuse_remote_code
+        from yunshan.loading.remote_code import refuse_remote_code
 
         try:
             from transformers import AutoConfig

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yunshan.artifacts import TokenizerReport
+from yunshan.io.artifacts import TokenizerReport
 from yunshan.eval.commands import EvalArgs
 from yunshan.eval.decontamination import DecontaminateArgs
 from yunshan.hub.export import ExportArgs
@@ -32,7 +32,7 @@ from yunshan.training.arguments import ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import CptArgs, CptDataArgs, MonitorArgs
 from yunshan.training.preference import PrefArgs
 from yunshan.training.sft import SftArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -125,7 +125,7 @@ class RunLayout:
         self._resolved: dict[tuple, str] = {}  # Hub ids resolved once per run (one Hub request each)
 
     def _resolve(self, ref: str, revision: str | None, what: str, field: str) -> str:
-        from yunshan.hub_download import resolve_pretrained
+        from yunshan.loading.hub_download import resolve_pretrained
 
         key = (ref, revision, what)
         if key not in self._resolved:
@@ -288,7 +288,7 @@ def run_tokenizer(layout: RunLayout, t: ExtendArgs) -> dict:
                                                      overwrite=True, budget_tokens=cpt_budget_tokens(layout.recipe)))
     compression = extension.pop("compression", None)
     TokenizerReport.from_json({"extension": extension, "compression": compression or None}, "tokenizer stage").write(out)
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.loading.remote_code import refuse_remote_code
 
     trust = layout.trained_model(str(out)).trust_remote_code
     sizes = []
@@ -443,7 +443,7 @@ def preference_sources(recipe: PipelineRecipe, d: DecontaminateArgs | None = Non
 def run_decontamination(layout: RunLayout, d: DecontaminateArgs) -> dict:
     from yunshan.eval.decontamination import render_decontamination
     from yunshan.eval.decontamination import run_decontamination as check
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
 
     plan, cpt_sources, sft_sources = decontamination_plan(layout.recipe, d)
     pref_sources, pref_seed = preference_sources(layout.recipe, d)
@@ -741,7 +741,7 @@ UNNUMBERED = sum(1 for s in STAGES if s.folder is not None)  # stages before the
 
 def _recipe_variables(data: dict, variables: dict[str, str]) -> dict[str, str]:
     """${prepared}: the prepare stage's corpus, OUTPUT_DIR/prepare/documents (output_dir as the recipe gives it)."""
-    from yunshan.recipe import expand_variables
+    from yunshan.arguments.recipe import expand_variables
 
     output_dir = data.get("output_dir") if isinstance(data.get("output_dir"), str) else "runs/yunshan"
     return {"prepared": f"{expand_variables(output_dir, variables)}/prepare/documents"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass

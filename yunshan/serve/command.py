@@ -14,7 +14,7 @@ streaming with stream=true), /v1/completions (raw prompts), /v1/models, /health.
 (temperature, top_p, max_tokens / max_completion_tokens, stop, seed, n, presence_penalty, frequency_penalty,
 logit_bias) and vLLM's extensions (top_k, min_p, repetition_penalty); answers stop at the model's EOS and the
 template's end-of-turn token, and carry usage counts. The model is loaded as `yunshan chat` loads it
-(yunshan.chat.load_chat_model: PanGu-π and OTCE by the classes yunshan registers, a folder's own code only with
+(yunshan.serve.chat.load_chat_model: PanGu-π and OTCE by the classes yunshan registers, a folder's own code only with
 --trust-remote-code, an adapter merged into its base; a `yunshan run` folder means its final model).
 
 Requests wait in one queue and run in batches of up to --max-batch-size rows (yunshan.serve.engine); none is lost:
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import uvicorn
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 OPT_IN = "--trust-remote-code"
 API_KEY_ENV = "YUNSHAN_API_KEY"
@@ -107,7 +107,7 @@ def served_name(args: ServeArgs, model_dir: Path) -> str:
         return args.served_model_name
     source = Path(args.model)
     if (source / "run.json").is_file():
-        from yunshan.artifacts import RunManifest
+        from yunshan.io.artifacts import RunManifest
 
         return RunManifest.read(source).name or source.resolve().name
     return source.resolve().name if source.exists() else args.model
@@ -187,7 +187,7 @@ def build_server(args: ServeArgs) -> DrainingServer:
 
 
 def _build(args: ServeArgs, sockets: list[socket.socket], api_key: str | None) -> DrainingServer:
-    from yunshan.chat import ChatArgs, load_chat_model, run_final_model
+    from yunshan.serve.chat import ChatArgs, load_chat_model, run_final_model
     from yunshan.serve.app import build_app
     from yunshan.serve.engine import Engine
 
@@ -251,8 +251,8 @@ class DrainingServer(uvicorn.Server):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
-    from yunshan.precision import CHOICES
+    from yunshan.arguments.flags import add_flags
+    from yunshan.loading.precision import CHOICES
 
     add_flags(parser, ServeArgs, positional={"model": "MODEL"}, choices={
         "dtype": CHOICES, "log_level": ("critical", "error", "warning", "info", "debug", "trace")},
@@ -260,7 +260,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     a = from_flags(ServeArgs, args)
     started = time.monotonic()

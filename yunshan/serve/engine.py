@@ -1,6 +1,6 @@
 """The generation worker of `yunshan serve`: requests wait in one queue and run in batches through generate().
 
-    engine = Engine(chat_model, max_batch_size=8)            # chat_model: yunshan.chat.load_chat_model(...)
+    engine = Engine(chat_model, max_batch_size=8)            # chat_model: yunshan.serve.chat.load_chat_model(...)
     engine.start()
     job = Job(prompt_ids, n=1, sampling=Sampling(max_tokens=64), loop=asyncio.get_running_loop())
     engine.submit(job)                                       # then read job.events: Started, Delta..., Finished

@@ -4,7 +4,8 @@ TrainingArguments built from the `training` section.
     yunshan cpt --config RECIPE.yaml model.name_or_path=models/base training.learning_rate=1e-4 lora.enabled=true
 
 Each section is a dataclass with help on every field; the stage recipes (yunshan.training.cpt.CptArgs,
-yunshan.training.sft.SftArgs) and the pipeline (yunshan.pipeline) are trees of these, loaded by yunshan.recipe.
+yunshan.training.sft.SftArgs) and the pipeline (yunshan.pipeline) are trees of these, loaded by
+yunshan.arguments.recipe.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yunshan.precision import precision_name
-from yunshan.field_rules import check_fields
+from yunshan.loading.precision import precision_name
+from yunshan.arguments.field_rules import check_fields
 
 # training.report_to: the trackers yunshan passes to transformers' Trainer (yunshan.training.tracking).
 REPORT_TO = ("tensorboard", "wandb", "mlflow", "swanlab", "none")
@@ -26,7 +27,7 @@ class ModelArgs:
     name_or_path: str | None = field(
         default=None, metadata={"path": True,
             "help": "any HF causal LM: a folder (save_pretrained) or a Hub id ORG/NAME (downloaded "
-                                        "to the HF cache unless HF_HUB_OFFLINE=1; yunshan.hub_download)"})
+                                        "to the HF cache unless HF_HUB_OFFLINE=1; yunshan.loading.hub_download)"})
     revision: str | None = field(
         default=None, metadata={"help": "branch, tag or commit of a Hub id in name_or_path (default: its main branch)"})
     preset: str | None = field(
@@ -36,7 +37,7 @@ class ModelArgs:
     init_seed: int = field(default=0, metadata={"range": "[0, 4294967295]",
         "help": "seed for the initial weights of a preset model"})
     dtype: str = field(default="float32", metadata={
-        "help": "dtype to load weights in: float32, bfloat16, float16 or auto (float32); yunshan.precision"})
+        "help": "dtype to load weights in: float32, bfloat16, float16 or auto (float32); yunshan.loading.precision"})
     attn_implementation: str = field(default="sdpa", metadata={"help": "eager or sdpa (or any transformers backend)"})
     trust_remote_code: bool = field(default=False, metadata={"help": "allow a model folder's own modeling code"})
 
@@ -100,7 +101,7 @@ class TrainArgs:
                 "vocabulary)"})
     precision: str = field(default="auto", metadata={
         "help": "auto (bfloat16 autocast where the hardware multiplies bf16 fast, else float32), float32, bfloat16 or "
-                "float16 (fp32, bf16, fp16 mean the same); yunshan.precision"})
+                "float16 (fp32, bf16, fp16 mean the same); yunshan.loading.precision"})
     logging_steps: int = field(default=10, metadata={"range": ">= 1", "help": "log every N steps"})
     save_steps: int = field(default=500, metadata={"range": ">= 1", "help": "checkpoint every N steps"})
     save_total_limit: int = field(default=2, metadata={"range": ">= 1", "help": "complete checkpoints to keep"})

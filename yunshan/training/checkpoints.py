@@ -65,7 +65,7 @@ def write_run_file(folder: Path, record: dict) -> None:
 
 
 def mark_complete(checkpoint: Path, step: int) -> None:
-    from yunshan.folders import apply_umask
+    from yunshan.io.folders import apply_umask
 
     apply_umask(Path(checkpoint).rglob("*"))  # safetensors writes 0600; the rest of the folder has the user's umask
     _fsync_write(checkpoint / COMPLETE, json.dumps({"step": step, "time": time.time()}))

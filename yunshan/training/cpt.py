@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from pathlib import Path
 from yunshan.data.sources import SourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.embedding_warmup import EmbeddingWarmupArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -93,13 +92,13 @@ class CptArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "training.max_steps=100", "validate the recipe, sources and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(CptArgs, args)
     result = run_cpt(recipe, dry_run=args.dry_run)
@@ -155,15 +154,15 @@ def run_cpt(recipe, dry_run: bool = False, callbacks: list | None = None) -> dic
     Three steps: set up (plan the run, load and grow the model, fit and warm up the new rows' start), train (the
     Trainer with the monitor, the embedding warm-up and the trackers), save (model, tokenizer, data report, curves).
     `callbacks`: extra transformers TrainerCallbacks (benchmarks time steps with one)."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
     from yunshan.training.checkpoints import final_save
 
     started = time.time()
     if dry_run:
         return _set_up(recipe, dry_run)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         run = _set_up(recipe)
         if not isinstance(run, CptRun):
@@ -217,166 +216,185 @@ class CptTraining:
 
 
 def _set_up(recipe: CptArgs, dry_run: bool = False) -> CptRun | dict:
-    """Plan the run (fresh, resumed, finished), read the tokenizers and the data stream, load the model, grow its
-    embeddings, measure the extension's cost and fit the new output rows, apply LoRA and prepare the output folder.
-    Returns the summary instead for a dry run or a run that is already finished."""
-    from transformers import set_seed
+    """The run's phases before the first step (yunshan.training.setup has the ones every stage shares): plan the
+    run, resolve the folders and load the tokenizers, read the data, describe (a dry run ends there), choose the
+    new-token mode, load the model, grow its rows measuring the extension's cost, give the new rows their start,
+    apply LoRA and prepare the output folder. Returns the summary instead for a dry run or a finished run."""
+    from yunshan.training.arguments import training_arguments
+    from yunshan.training.embedding_warmup import choose_warmup
+    from yunshan.training.models import load_model, resolve_sources, training_loss
+    from yunshan.training.monitoring import read_heldout_sets
+    from yunshan.training.setup import load_tokenizers, open_folder, start_run, with_lora
 
-    from yunshan.folders import check_output_folder
-    from yunshan.progress import progress_bar
-    from yunshan.tokenizer.extend import budget_check
-    from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.embedding_warmup import (
-        FIT_FILE, aligned_pairs, distill_new_rows, fit_new_rows, from_main_process, load_fitted_rows, save_fitted_rows,
-        warmup_budget, warmup_running)
-    from yunshan.training.engines import gathered, holds_weights
-    from yunshan.training.models import (
-        apply_lora, choose_precision, grow_embeddings, is_tied, load_model, load_tokenizer, new_token_mode,
-        planned_new_ids, resolve_sources, trainable_summary, training_loss)
-    from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
-
-    train = recipe.training
-    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
-    rank_zero = int(os.environ.get("RANK", "0")) == 0
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    precision, precision_reason = choose_precision(train.precision)
-    set_seed(train.seed)
-
-    sequences_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
-    tokens_per_step = sequences_per_step * recipe.data.seq_len
-    ckpt_dir = out / "checkpoints"
-    resume_from = resolve_resume(train.resume, ckpt_dir)
-    # The monitor only measures, unless an unfinished embedding warm-up ends on its figures.
-    safe = () if resume_from is not None and warmup_running(resume_from) else ("monitor.",)
-    plan = plan_run(recipe, "cpt", out, resume_from, sequences_per_step, safe)
-    if plan.action == "done" and not dry_run:  # before any Hub id is resolved: a finished run touches nothing
-        return finished_summary(out, plan)
-
+    run = start_run(recipe, "cpt", dry_run, safe=_changes_a_resume_accepts)
+    if isinstance(run, dict):
+        return run  # finished: nothing is touched, not even a Hub id
     # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
-    tokenizer = load_tokenizer(tok_path, recipe.model.trust_remote_code)
-    base_tokenizer = load_tokenizer(base_path, recipe.model.trust_remote_code) if base_path else None
-
-    # The budget per new token, before any work (the same check and words as the warning beside the step-0 cost).
-    planned_ids = planned_new_ids(base_tokenizer, tokenizer)
-    budget = budget_check(tokens_per_step * train.total_steps(), len(planned_ids))
-    if budget["warning"] and rank_zero:
-        print(f"warning: {budget['warning']}", file=sys.stderr if dry_run else sys.stdout, flush=True)
-    stream = build_stream(recipe, tokenizer)
-    heldout = {}
-    if recipe.monitor.general:
-        heldout["general"] = read_heldout(recipe.monitor.general, recipe.monitor.max_chars)
-    if recipe.monitor.domain:
-        heldout["domain"] = read_heldout(recipe.monitor.domain, recipe.monitor.max_chars)
-
+    tokens = load_tokenizers(recipe, tok_path, base_path)
+    tokens_per_step = run.per_step * recipe.data.seq_len
+    budget = _check_budget(recipe, tokens, tokens_per_step, run.rank_zero, dry_run)
+    stream = build_stream(recipe, tokens.tokenizer)
+    heldout = read_heldout_sets(recipe.monitor)
     if dry_run:  # no weights are loaded: the config is read and the parameters counted on the meta device
-        from yunshan.training.models import describe_model
-
-        first = next(iter(stream))  # reads, validates and tokenises the first block of every source
-        return {
-            **describe_model(model_args, len(tokenizer)), "tokenizer_size": len(tokenizer),
-            "new_tokens": max(0, len(tokenizer) - len(base_tokenizer)) if base_tokenizer is not None else 0,
-            **({"budget": budget} if planned_ids else {}),
-            "sources": [s.name for s in recipe.data.sources],
-            "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
-            "total_tokens": tokens_per_step * train.total_steps(), "resume_from": str(resume_from) if resume_from else None,
-            "run": plan.action,
-            "precision": precision, "heldout_sets": list(heldout),
-        }
-
-    warm = recipe.warmup
-    rows_trainable = not recipe.lora.enabled or new_token_mode(recipe.lora, planned_ids) != "none"
-    warmup_on = bool(planned_ids) and (warm.enabled == "true" or (warm.enabled == "auto" and rows_trainable))
-    if warmup_on and not rows_trainable:
-        raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
-                         "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
-    total_steps = train.total_steps()  # the budget: the embedding warm-up is counted inside it
-    warmup_steps = warmup_budget(warm, total_steps) if warmup_on else 0
-    plan = settle(plan, total_steps, out, "cpt")
-    if plan.action == "done":
-        return finished_summary(out, plan)
-    if rank_zero:
-        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
+        return _dry_run_summary(recipe, run, model_args, tokens, stream, heldout, budget, tokens_per_step)
+    total_steps = recipe.training.total_steps()  # the budget: the embedding warm-up is counted inside it
+    warmup_on, warmup_steps = choose_warmup(recipe.warmup, recipe.lora, tokens.new_ids, total_steps)
+    run = open_folder(run, total_steps)
+    if isinstance(run, dict):
+        return run
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines says what that asks of the code below).
     targs = training_arguments(
-        train, out, ckpt_dir, total_steps, precision, rank_zero,
+        recipe.training, run.out, run.ckpt_dir, total_steps, run.precision, run.rank_zero,
         ignore_data_skip=True,  # the stream resumes from its saved position instead of re-reading k steps
         dataloader_num_workers=0,  # the stream tracks its position in this process
     )
-    model = load_model(model_args, vocab_size=len(tokenizer))
+    model = load_model(model_args, vocab_size=len(tokens.tokenizer))
     monitor_length = recipe.monitor.max_length or recipe.data.seq_len
-    autocast = precision == "bfloat16"
+    new_ids, cost = _grow_measuring_cost(model, tokens, recipe, run, heldout, monitor_length)
+    fit_report, distill_report = _start_new_rows(model, new_ids, tokens, recipe, run, warmup_on)
+    model = with_lora(model, recipe, new_ids)
+    chunked_loss, loss_report = training_loss(model, recipe.training)
+    _prepare_outputs(recipe, run, model, stream, tokens_per_step, total_steps, warmup_steps, loss_report)
+    return CptRun(recipe=recipe, out=run.out, ckpt_dir=run.ckpt_dir, rank_zero=run.rank_zero,
+                  precision=run.precision, precision_reason=run.precision_reason, sequences_per_step=run.per_step,
+                  tokens_per_step=tokens_per_step, total_steps=total_steps, warmup_on=warmup_on,
+                  warmup_steps=warmup_steps, plan=run.plan, resume_from=run.resume_from, tokenizer=tokens.tokenizer,
+                  stream=stream, heldout=heldout, monitor_length=monitor_length, targs=targs, model=model,
+                  new_ids=new_ids, cost=cost, fit_report=fit_report, distill_report=distill_report,
+                  chunked_loss=chunked_loss, loss_report=loss_report)
+
+
+def _changes_a_resume_accepts(checkpoint: Path | None) -> tuple[str, ...]:
+    """The monitor only measures, unless an unfinished embedding warm-up ends on its figures."""
+    from yunshan.training.embedding_warmup import warmup_running
+
+    return () if checkpoint is not None and warmup_running(checkpoint) else ("monitor.",)
+
+
+def _check_budget(recipe: CptArgs, tokens, tokens_per_step: int, rank_zero: bool, dry_run: bool) -> dict:
+    """The training tokens per new token, before any work (the same check and words as the warning beside the
+    step-0 cost)."""
+    from yunshan.tokenizer.extend import budget_check
+
+    budget = budget_check(tokens_per_step * recipe.training.total_steps(), len(tokens.new_ids))
+    if budget["warning"] and rank_zero:
+        print(f"warning: {budget['warning']}", file=sys.stderr if dry_run else sys.stdout, flush=True)
+    return budget
+
+
+def _dry_run_summary(recipe: CptArgs, run, model_args, tokens, stream, heldout: dict, budget: dict,
+                     tokens_per_step: int) -> dict:
+    """What `yunshan cpt --dry-run` prints: the model from its config (meta device, no weights), the tokenizers, the
+    first sequence of the mixture (every source read, validated and tokenised up to its first block), the plan."""
+    from yunshan.training.models import describe_model
+
+    first = next(iter(stream))
+    train = recipe.training
+    return {
+        **describe_model(model_args, len(tokens.tokenizer)), "tokenizer_size": len(tokens.tokenizer),
+        "new_tokens": max(0, len(tokens.tokenizer) - len(tokens.base)) if tokens.base is not None else 0,
+        **({"budget": budget} if tokens.new_ids else {}),
+        "sources": [s.name for s in recipe.data.sources],
+        "weights": stream.mixer.weights, "seq_len": len(first["input_ids"]), "tokens_per_step": tokens_per_step,
+        "total_tokens": tokens_per_step * train.total_steps(),
+        "resume_from": str(run.resume_from) if run.resume_from else None, "run": run.plan.action,
+        "precision": run.precision, "heldout_sets": list(heldout),
+    }
+
+
+def _grow_measuring_cost(model, tokens, recipe: CptArgs, run, heldout: dict, monitor_length: int):
+    """The new rows grown (yunshan.training.models.grow_embeddings), with the extension's step-0 cost measured
+    around them on a fresh run with held-out sets: the base model with its own tokenizer before, the new rows as
+    initialised after. Returns (new ids, cost)."""
+    from yunshan.training.embedding_warmup import from_main_process
+    from yunshan.training.engines import gathered, holds_weights
+    from yunshan.training.models import grow_embeddings
+
+    autocast = run.precision == "bfloat16"
     here = holds_weights(model)  # false on FSDP ranks that receive rank 0's weights when training starts
     cost: dict = {}
-    if planned_ids and heldout and resume_from is None:
-        # The step-0 cost of the extension: the base model with its own tokenizer, measured before the growth.
+    if tokens.new_ids and heldout and run.resume_from is None:
         with gathered(model.parameters()):
-            cost["base"] = _heldout_bpc(model, base_tokenizer, heldout, monitor_length, autocast,
+            cost["base"] = _heldout_bpc(model, tokens.base, heldout, monitor_length, autocast,
                                         "extension cost: base model") if here else None
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    if new_ids != planned_ids:
-        raise RuntimeError(f"the embeddings grew by ids {new_ids[:3]}.. but the tokenizers planned {planned_ids[:3]}..")
+    new_ids = grow_embeddings(model, tokens.base, tokens.tokenizer, init=recipe.tokenizer.new_row_init)
+    if new_ids != tokens.new_ids:
+        raise RuntimeError(f"the embeddings grew by ids {new_ids[:3]}.. but the tokenizers planned "
+                           f"{tokens.new_ids[:3]}..")
     if cost:
         with gathered(model.parameters()):
-            cost["init"] = _heldout_bpc(model, tokenizer, heldout, monitor_length, autocast,
+            cost["init"] = _heldout_bpc(model, tokens.tokenizer, heldout, monitor_length, autocast,
                                         "extension cost: new rows as initialised") if here else None
         cost = from_main_process(cost)
-    fit_report = None
-    fit_file = ckpt_dir / FIT_FILE
-    distill_report = None
-    if warmup_on and (warm.fit or warm.distill_steps) and resume_from is None:
+    return new_ids, cost
+
+
+def _start_new_rows(model, new_ids: list[int], tokens, recipe: CptArgs, run, warmup_on: bool):
+    """The new rows' start before the warm-up: on a fresh run the output rows fitted and/or the new rows distilled
+    on the first training sequences (saved beside the checkpoints), on a resumed one the fitted output rows read
+    back. Returns (fit report, distillation report), None where not run."""
+    from yunshan.io.progress import progress_bar
+    from yunshan.training.embedding_warmup import (
+        FIT_FILE, aligned_pairs, distill_new_rows, fit_new_rows, load_fitted_rows, save_fitted_rows)
+    from yunshan.training.engines import gathered, holds_weights
+    from yunshan.training.models import is_tied
+
+    warm, autocast, here = recipe.warmup, run.precision == "bfloat16", holds_weights(model)
+    fit_file = run.ckpt_dir / FIT_FILE
+    log = print if run.rank_zero else (lambda *_: None)
+    fit_report = distill_report = None
+    if warmup_on and (warm.fit or warm.distill_steps) and run.resume_from is None:
         rounds = warm.fit_rounds or (3 if is_tied(model) else 1)
         wanted = warm.fit_sequences + warm.validation_sequences
         # the first of them read, tokenised and packed (a block of every source: tens of seconds on a real corpus)
         sequences = []
         with progress_bar(wanted, "fit of the new output rows: the first training sequences", unit="sequence") as bar:
-            for _, item in zip(range(wanted), build_stream(recipe, tokenizer)):
+            for _, item in zip(range(wanted), build_stream(recipe, tokens.tokenizer)):
                 sequences.append(item["input_ids"].tolist())
                 bar.update(1)
         sequences, validation = sequences[:warm.fit_sequences], sequences[warm.fit_sequences:]
         with gathered(model.parameters(), modify=True):
             if here and warm.distill_steps:
                 distill_report = distill_new_rows(
-                    model, new_ids, aligned_pairs(sequences, tokenizer, base_tokenizer), steps=warm.distill_steps,
-                    lr=warm.distill_learning_rate, layers=warm.distill_layers, autocast=autocast,
-                    validation=validation, log=print if rank_zero else (lambda *_: None))
+                    model, new_ids, aligned_pairs(sequences, tokens.tokenizer, tokens.base),
+                    steps=warm.distill_steps, lr=warm.distill_learning_rate, layers=warm.distill_layers,
+                    autocast=autocast, validation=validation, log=log)
             if here and warm.fit:
                 fit_report = fit_new_rows(model, new_ids, sequences, rounds=rounds, epochs=warm.fit_epochs,
-                                          lr=warm.fit_learning_rate, autocast=autocast, seed=train.seed,
-                                          validation=validation, log=print if rank_zero else (lambda *_: None))
-            if rank_zero:
-                ckpt_dir.mkdir(parents=True, exist_ok=True)
+                                          lr=warm.fit_learning_rate, autocast=autocast, seed=recipe.training.seed,
+                                          validation=validation, log=log)
+            if run.rank_zero:
+                run.ckpt_dir.mkdir(parents=True, exist_ok=True)
                 save_fitted_rows(model, new_ids, fit_file)
     elif warmup_on and warm.fit:  # resuming: the rows as fitted when the run began
         with gathered([model.get_output_embeddings().weight], modify=True):
-            if here and not load_fitted_rows(model, new_ids, fit_file) and rank_zero:
+            if here and not load_fitted_rows(model, new_ids, fit_file) and run.rank_zero:
                 print(f"note: {fit_file} is missing; the frozen copy of the fitted output rows is not restored "
                       "(the rows that train come from the checkpoint)", flush=True)
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
-    chunked_loss, loss_report = training_loss(model, train)
-    if rank_zero:
-        prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
-    if resume_from is not None:
-        stream.load_state(resume_from)
-        if rank_zero:
-            print(resume_line(plan, resume_from, f" (sequence {stream.mixer.sequence})"), flush=True)
-    if rank_zero:
-        print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {precision} ({precision_reason}); "
-              f"{tokens_per_step:,} tokens per step x {total_steps} steps (training.max_steps)"
+    return fit_report, distill_report
+
+
+def _prepare_outputs(recipe: CptArgs, run, model, stream, tokens_per_step: int, total_steps: int,
+                     warmup_steps: int, loss_report: dict) -> None:
+    """The output folder prepared (rank zero), the stream moved to a resumed run's position, and the run's line."""
+    from yunshan.training.models import trainable_summary
+    from yunshan.training.resume import prepare_outputs, resume_line
+
+    if run.rank_zero:
+        prepare_outputs(recipe, run.plan, run.out, run.ckpt_dir, model, recipe.lora)
+    if run.resume_from is not None:
+        stream.load_state(run.resume_from)
+        if run.rank_zero:
+            print(resume_line(run.plan, run.resume_from, f" (sequence {stream.mixer.sequence})"), flush=True)
+    if run.rank_zero:
+        print(f"model: {type(model).__name__}, {trainable_summary(model)}; precision {run.precision} "
+              f"({run.precision_reason}); {tokens_per_step:,} tokens per step x {total_steps} steps "
+              "(training.max_steps)"
               + (f", the first {warmup_steps} of them ({100 * warmup_steps / total_steps:.0f}%) at most embedding "
                  "warm-up (warmup.steps), the rest continual pretraining" if warmup_steps else "")
               + f"; {loss_report['reason']}", flush=True)
-    return CptRun(recipe=recipe, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
-                  precision_reason=precision_reason, sequences_per_step=sequences_per_step,
-                  tokens_per_step=tokens_per_step, total_steps=total_steps, warmup_on=warmup_on,
-                  warmup_steps=warmup_steps, plan=plan,
-                  resume_from=resume_from, tokenizer=tokenizer, stream=stream, heldout=heldout,
-                  monitor_length=monitor_length, targs=targs, model=model, new_ids=new_ids, cost=cost,
-                  fit_report=fit_report, distill_report=distill_report, chunked_loss=chunked_loss,
-                  loss_report=loss_report)
 
 
 def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
@@ -440,7 +458,7 @@ def _train(run: CptRun, callbacks: list | None = None) -> CptTraining:
 def _save(run: CptRun, trained: CptTraining, started: float) -> dict:
     """The final model (LoRA merged, the adapter beside it), tokenizer, data report and curves, then the marker that
     vouches for them (FinalOutputs), on the main process; every process takes part in gathering a sharded model."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
     from yunshan.training.engines import final_model
     from yunshan.training.models import save_adapter
     from yunshan.training.monitoring import plot_curves
@@ -536,7 +554,7 @@ def _cost_with_step0(cost: dict, log_path: Path) -> dict:
 def build_data_report(recipe, stream, trained_sequences: int, tokens_per_step: int, steps: int):
     """Tokens per source actually trained on (exact, from the stream state at the last step), documents read and
     drops per reason (as read so far), the seed and the source definitions: the run's DataReport."""
-    from yunshan.artifacts import CptSourceReport, DataReport
+    from yunshan.io.artifacts import CptSourceReport, DataReport
 
     state = stream.state_before(trained_sequences)
     live = stream.mixer.report()

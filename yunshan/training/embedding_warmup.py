@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 from yunshan.training.engines import named_parameters, reset_optimizer_state
 
@@ -124,6 +124,21 @@ def warmup_budget(args: EmbeddingWarmupArgs, total_steps: int) -> int:
     return args.steps
 
 
+def choose_warmup(args: EmbeddingWarmupArgs, lora, new_ids: list[int], total_steps: int) -> tuple[bool, int]:
+    """The new-token mode of a continual-pretraining run: whether the embedding warm-up runs and the most steps it
+    takes (warmup_budget). It runs when the extension adds rows and `warmup.enabled` is true, or auto and the new
+    rows train (full training, or LoRA whose lora.new_token_training is not none); true with rows that cannot train
+    is an error."""
+    from yunshan.training.models import new_token_mode
+
+    rows_trainable = not lora.enabled or new_token_mode(lora, new_ids) != "none"
+    on = bool(new_ids) and (args.enabled == "true" or (args.enabled == "auto" and rows_trainable))
+    if on and not rows_trainable:
+        raise ValueError("warmup.enabled is true but lora.new_token_training is none: the new rows would not train; "
+                         "set lora.new_token_training to rows, indices or auto, or warmup.enabled: false")
+    return on, warmup_budget(args, total_steps) if on else 0
+
+
 # ----------------------------------------------------------------------------- the fit
 
 
@@ -141,8 +156,8 @@ def _collect(model, sequences, fixed: torch.Tensor | None, autocast: bool, batch
     for targets among the fixed rows, their logit. Sequences of one length run `batch` at a time (the training
     stream packs them to one length), each batch's positions scored against the fixed rows before the next batch
     runs; the products run in bf16 under `autocast`, accumulated in float32. `fixed` None: every row (no copy of the
-    head). `desc`: the progress bar's name (by sequence; yunshan.progress)."""
-    from yunshan.progress import progress_bar
+    head). `desc`: the progress bar's name (by sequence; yunshan.io.progress)."""
+    from yunshan.io.progress import progress_bar
 
     head = model.get_output_embeddings()
     decoder = _decoder(model)
@@ -233,7 +248,7 @@ def fit_new_rows(model, new_ids: list[int], sequences: list[list[int]], *, round
     states of a round's "before" come from the rows as the round found them; for a tied model its "after" is on those
     states), and with `validation` the held-out cross-entropy before and after each round and the round kept.
     """
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     started = time.perf_counter()
     head = model.get_output_embeddings()
@@ -399,7 +414,7 @@ def distill_new_rows(model, new_ids: list[int], pairs: list[tuple], *, steps: in
 
     Returns the mean loss of the first and of the last pass over the texts (steps_averaged steps each), the steps,
     the seconds and, with `validation`, the held-out cross-entropy before and after and whether the rows were kept."""
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
 
     started = time.perf_counter()
     if not pairs or not steps:

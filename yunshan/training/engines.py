@@ -196,7 +196,7 @@ def plain_copy(model):
         if peft_config:
             from peft import get_peft_model
 
-            from yunshan.pretrained import activation_checkpointing_alias
+            from yunshan.loading.pretrained import activation_checkpointing_alias
 
             name = next(iter(peft_config))
             with activation_checkpointing_alias():

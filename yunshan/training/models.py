@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from yunshan.precision import choose_precision, fast_bf16, resolve_precision  # noqa: F401  (re-exported)
+from yunshan.loading.precision import choose_precision, fast_bf16, resolve_precision  # noqa: F401  (re-exported)
 
 logger = logging.getLogger("yunshan")
 
@@ -28,7 +28,8 @@ def has_tokenizer(path: str | os.PathLike) -> bool:
 
 def resolve_sources(recipe, weights: bool = True):
     """(model args, tokenizer folder, base tokenizer folder or None) of a cpt/sft recipe with every Hub id resolved
-    to a local folder (yunshan.hub_download; the model's weights only when `weights`, so a dry run fetches none).
+    to a local folder (yunshan.loading.hub_download; the model's weights only when `weights`, so a dry run fetches
+    none).
 
     The tokenizer is `tokenizer.path`, else the model's; the base tokenizer (for subword-mean rows) is
     `tokenizer.base_path`, else the model's own when it has one, and the model's own whenever it is larger than
@@ -36,8 +37,8 @@ def resolve_sources(recipe, weights: bool = True):
     that is the model's id takes the model's revision."""
     import dataclasses
 
-    from yunshan.hub_download import resolve_pretrained
-    from yunshan.pretrained import resolve_model_folder
+    from yunshan.loading.hub_download import resolve_pretrained
+    from yunshan.loading.pretrained import resolve_model_folder
 
     model_args = recipe.model
     model_dir = None
@@ -75,7 +76,7 @@ def resolve_sources(recipe, weights: bool = True):
 
 
 def load_tokenizer(path: str | os.PathLike, trust_remote_code: bool = False):
-    from yunshan.pretrained import load_tokenizer as load
+    from yunshan.loading.pretrained import load_tokenizer as load
 
     if not Path(path).is_dir() or not has_tokenizer(path):
         found = "no such folder" if not Path(path).exists() else "not a folder" if not Path(path).is_dir() else (
@@ -114,8 +115,8 @@ def load_model(model_args, vocab_size: int | None = None):
         model_args.dtype
     ]
     if model_args.name_or_path:
-        from yunshan.folders import check_model_folder
-        from yunshan.pretrained import load_causal_lm
+        from yunshan.io.folders import check_model_folder
+        from yunshan.loading.pretrained import load_causal_lm
 
         path = model_args.name_or_path
         check_model_folder(path, "model.name_or_path")
@@ -155,7 +156,7 @@ def describe_model(model_args, vocab_size: int | None = None) -> dict:
         path = Path(model_args.name_or_path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no config.json; expected a model folder written by save_pretrained")
-        from yunshan.remote_code import refuse_remote_code
+        from yunshan.loading.remote_code import refuse_remote_code
 
         with refuse_remote_code(path, OPT_IN):
             config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
@@ -228,7 +229,7 @@ def apply_lora(model, lora_args, new_token_ids: list[int], seed: int):
     weights."""
     from peft import LoraConfig, get_peft_model
 
-    from yunshan.pretrained import activation_checkpointing_alias
+    from yunshan.loading.pretrained import activation_checkpointing_alias
     from yunshan.training.engines import check_lora_rows_of_tied_model, gathered, is_partitioned, without_zero_init
 
     if isinstance(lora_args.target_modules, list) and lora_args.target_modules:

@@ -30,13 +30,20 @@ def read_heldout(paths: list[str], max_chars: int) -> list[str]:
     return first_chars(docs, max_chars)
 
 
+def read_heldout_sets(monitor) -> dict[str, list[str]]:
+    """The monitor's held-out sets that `monitor` (MonitorArgs) names: "general" and "domain", each only when given,
+    as read by `read_heldout`."""
+    paths = {"general": monitor.general, "domain": monitor.domain}
+    return {name: read_heldout(files, monitor.max_chars) for name, files in paths.items() if files}
+
+
 @torch.no_grad()
 def bits_per_character(model, tokenizer, texts: list[str], max_length: int = 512, stride: int | None = None,
                        batch_size: int = 8, autocast: bool = False, desc: str | None = None) -> dict:
     """Bits per character (and per byte) of `texts` under `model`: yunshan eval's `bpc` computation
     (yunshan.eval.bpc.rolling_nll: every token scored once, sliding windows, first token from BOS/EOS).
 
-    `desc`: a progress bar by window with this name, on the main process (yunshan.progress); None: no bar.
+    `desc`: a progress bar by window with this name, on the main process (yunshan.io.progress); None: no bar.
 
     `autocast`: the forward passes under bf16 autocast with the output head in float32, as `yunshan eval --dtype
     auto` computes them (a bf16 training run's monitor: SmolLM2-135M, 2 x 4,000 characters, 34 s against 55 s in

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import time
 import warnings
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from yunshan.data.preference import OVERLONG, PrefSourceArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
 from yunshan.training.cpt import MonitorArgs
 
@@ -158,14 +157,14 @@ class PrefArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "method=kto beta=0.1 training.max_steps=200",
                      "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(PrefArgs, args)
     result = run_pref(recipe, dry_run=args.dry_run)
@@ -183,12 +182,12 @@ class PrefData:
 
     rows: list[dict]
     heldout: list  # yunshan.data.preference.EncodedPair
-    report: object  # yunshan.artifacts.DataReport
+    report: object  # yunshan.io.artifacts.DataReport
 
 
 def build_preference_data(recipe: PrefArgs, tokenizer) -> PrefData:
     """Read, validate, mix, render and fit the recipe's preference data (module docstring)."""
-    from yunshan.artifacts import DataReport, PrefSourceReport
+    from yunshan.io.artifacts import DataReport, PrefSourceReport
     from yunshan.data.conversations import nothing_left
     from yunshan.data.decontamination import Exclusions
     from yunshan.data.preference import (
@@ -318,7 +317,7 @@ def make_trainer_class(method: str):
     """TRL's trainer for `method` with yunshan's checkpoints (YunshanTrainer first in the MRO: crash-safe
     checkpoints, the run record, checkpoint parts), yunshan's token ids in place of TRL's tokenisation, and neither
     TRL's model card in every checkpoint (yunshan export writes the card) nor its telemetry."""
-    from yunshan.pretrained import activation_checkpointing_alias
+    from yunshan.loading.pretrained import activation_checkpointing_alias
     from yunshan.training.checkpoints import YunshanTrainer
 
     base, _ = trl_classes(method)
@@ -346,7 +345,8 @@ def make_trainer_class(method: str):
             return feature  # ORPO and CPO: the rows are in tokenize_row's output layout already
 
         # TRL's DPO and KTO use transformers' deprecated gradient-checkpointing names around every reference pass:
-        # they reach the current ones (yunshan.pretrained.activation_checkpointing_alias), no warning on every run.
+        # they reach the current ones (yunshan.loading.pretrained.activation_checkpointing_alias), no warning on every
+        # run.
         def training_step(self, *args, **kwargs):
             with activation_checkpointing_alias():
                 return super().training_step(*args, **kwargs)
@@ -410,13 +410,13 @@ def run_pref(recipe: PrefArgs, dry_run: bool = False, callbacks: list | None = N
     Three steps: set up (plan, data, model, reference), train (TRL's trainer with the monitors and trackers), save
     (the model, LoRA merged, the adapter beside it; tokenizer, data report with the held-out metrics, curves; the
     marker of the finished folder last)."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     if dry_run:
         return _run_pref(recipe, dry_run, callbacks)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         return _run_pref(recipe, dry_run, callbacks)
 
@@ -435,33 +435,24 @@ def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
 
 
 def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
-    from transformers import set_seed
-
-    from yunshan.folders import check_output_folder
-    from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.models import (
-        apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources,
-        trainable_summary)
-    from yunshan.training.monitoring import read_heldout
-    from yunshan.training.resume import finished_summary, plan_run, prepare_outputs, reopen, resume_line, settle
+    """The run's phases before the first step (yunshan.training.setup): plan the run, resolve the folders and load
+    the tokenizers (a chat template added when there is none), read the pairs and the held-out text, describe (a dry
+    run ends there), load the model and grow its rows (and the reference's, when it is a copy), apply LoRA and
+    prepare the output folder. Returns the summary instead for a dry run or a finished run."""
+    from yunshan.training.arguments import training_arguments
+    from yunshan.training.models import describe_model, grow_embeddings, load_model, resolve_sources, trainable_summary
+    from yunshan.training.monitoring import read_heldout_sets
+    from yunshan.training.resume import prepare_outputs, resume_line, settle
+    from yunshan.training.setup import load_tokenizers, open_folder, start_run, with_lora
 
     train = recipe.training
-    out = check_output_folder(train.output_dir, "training.output_dir")
-    rank_zero = int(os.environ.get("RANK", "0")) == 0
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    precision, precision_reason = choose_precision(train.precision)
-    set_seed(train.seed)
-    rows_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
-    ckpt_dir = out / "checkpoints"
-    resume_from = resolve_resume(train.resume, ckpt_dir)
     # What is only measured (the monitors, the held-out scoring batch) may change on resume.
-    plan = plan_run(recipe, "preference", out, resume_from, rows_per_step,
-                    safe=("monitor.", "eval_steps", "eval_batch_size"))
-    if plan.action == "done" and not dry_run:
-        return finished_summary(out, plan)
-
+    run = start_run(recipe, "preference", dry_run, safe=("monitor.", "eval_steps", "eval_batch_size"))
+    if isinstance(run, dict):
+        return run  # finished: nothing is touched, not even a Hub id
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
-    tokenizer, added_template, base_tokenizer = load_chat_tokenizers(recipe, tok_path, base_path)
+    tokens = load_tokenizers(recipe, tok_path, base_path, chat=True)
+    tokenizer = tokens.tokenizer
     data = build_preference_data(recipe, tokenizer)
     reference = recipe.resolved_reference()
     if recipe.method == "kto" and train.per_device_batch_size < 2 and recipe.resolved_loss_type() == "kto":
@@ -469,56 +460,48 @@ def _set_up(recipe: PrefArgs, dry_run: bool) -> PrefRun | dict:
                          "training.per_device_batch_size must be >= 2")
     total_steps = train.max_steps
     if train.epochs is not None:
-        total_steps = max(1, math.ceil(train.epochs * len(data.rows) / rows_per_step))
-    bpc_texts = {}
-    if recipe.monitor.general:
-        bpc_texts["general"] = read_heldout(recipe.monitor.general, recipe.monitor.max_chars)
-    if recipe.monitor.domain:
-        bpc_texts["domain"] = read_heldout(recipe.monitor.domain, recipe.monitor.max_chars)
+        total_steps = max(1, math.ceil(train.epochs * len(data.rows) / run.per_step))
+    bpc_texts = read_heldout_sets(recipe.monitor)
     if dry_run:
-        from yunshan.training.models import describe_model
-
         return {**describe_model(model_args, len(tokenizer)), "method": recipe.method,
                 "loss_type": recipe.resolved_loss_type(), "reference": reference, "samples": len(data.rows),
                 "heldout_pairs": len(data.heldout), "max_steps": total_steps,
-                "run": settle(plan, total_steps, out, "preference").action,
-                "chat_template": "yunshan default" if added_template else "tokenizer's own",
-                "sources": data.report.to_json()["sources"], "precision": precision}
-    plan = settle(plan, total_steps, out, "preference")
-    if plan.action == "done":
-        return finished_summary(out, plan)
-    if rank_zero:
-        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
+                "run": settle(run.plan, total_steps, run.out, "preference").action,
+                "chat_template": "yunshan default" if tokens.added_template else "tokenizer's own",
+                "sources": data.report.to_json()["sources"], "precision": run.precision}
+    run = open_folder(run, total_steps)
+    if isinstance(run, dict):
+        return run
 
     _, config_class = trl_classes(recipe.method)
     # Before the model: under a DeepSpeed ZeRO-3 launch the TrainingArguments switch on zero.Init, so the model (and
     # a reference copy) load partitioned (yunshan.training.engines).
     targs = training_arguments(
-        train, out, ckpt_dir, total_steps, precision, rank_zero, arguments_class=config_class,
+        train, run.out, run.ckpt_dir, total_steps, run.precision, run.rank_zero, arguments_class=config_class,
         data_seed=recipe.data.seed, remove_unused_columns=False, **method_config(recipe, reference))
     model = load_model(model_args, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+    new_ids = grow_embeddings(model, tokens.base, tokenizer, init=recipe.tokenizer.new_row_init)
     ref_model = None
     if reference == "copy":
         # The starting model once more, grown the same way (the subword means are deterministic), frozen.
         ref_model = load_model(model_args, vocab_size=len(tokenizer))
-        grow_embeddings(ref_model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
+        grow_embeddings(ref_model, tokens.base, tokenizer, init=recipe.tokenizer.new_row_init)
         ref_model.eval().requires_grad_(False)
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
-    if rank_zero:
-        prepare_outputs(recipe, plan, out, ckpt_dir)
-        if plan.action != "fresh":
-            print(resume_line(plan, resume_from), flush=True)
+    model = with_lora(model, recipe, new_ids)
+    if run.rank_zero:
+        prepare_outputs(recipe, run.plan, run.out, run.ckpt_dir)
+        if run.plan.action != "fresh":
+            print(resume_line(run.plan, run.resume_from), flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {recipe.method} "
               f"({recipe.resolved_loss_type()}, beta {recipe.beta}, reference {reference}); {len(data.rows)} training "
-              f"samples, {len(data.heldout)} held-out pairs; {total_steps} steps; precision {precision} "
-              f"({precision_reason}); chat template: {'yunshan default' if added_template else 'the tokenizer own'}",
-              flush=True)
-    return PrefRun(recipe=recipe, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
-                   precision_reason=precision_reason, rows_per_step=rows_per_step, total_steps=total_steps,
-                   reference=reference, plan=plan, resume_from=resume_from, tokenizer=tokenizer, data=data,
-                   bpc_texts=bpc_texts, targs=targs, model=model, ref_model=ref_model, new_ids=new_ids)
+              f"samples, {len(data.heldout)} held-out pairs; {total_steps} steps; precision {run.precision} "
+              f"({run.precision_reason}); chat template: "
+              f"{'yunshan default' if tokens.added_template else 'the tokenizer own'}", flush=True)
+    return PrefRun(recipe=recipe, out=run.out, ckpt_dir=run.ckpt_dir, rank_zero=run.rank_zero,
+                   precision=run.precision, precision_reason=run.precision_reason, rows_per_step=run.per_step,
+                   total_steps=total_steps, reference=reference, plan=run.plan, resume_from=run.resume_from,
+                   tokenizer=tokenizer, data=data, bpc_texts=bpc_texts, targs=targs, model=model,
+                   ref_model=ref_model, new_ids=new_ids)
 
 
 def build_trainer(run: PrefRun, callbacks: list | None = None):
@@ -571,7 +554,7 @@ def _train(run: PrefRun, callbacks: list | None = None):
 
 
 def _save(run: PrefRun, trainer, engine, monitor, bpc, train_loss, started: float) -> dict:
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
     from yunshan.training.checkpoints import final_save
     from yunshan.training.engines import final_model
     from yunshan.training.monitoring import plot_curves

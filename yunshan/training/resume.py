@@ -13,7 +13,7 @@ values throughout. Changes to what is only logged or saved, and a longer run (ma
 allowed and recorded (the data report's `resumes`).
 
 The Trainer always saves a checkpoint at the last step, so a complete checkpoint at the run's total steps means
-the training is done. The run folder's final outputs count only under their marker (yunshan.artifacts.FinalOutputs,
+the training is done. The run folder's final outputs count only under their marker (yunshan.io.artifacts.FinalOutputs,
 yunshan_complete.json, naming the step), which the final save writes last and a run removes before it changes
 anything in the folder (`reopen`). With the marker in place the run is left alone; without it (killed between that
 checkpoint and the end of the final save) the run loads the checkpoint and saves, with no extra step, exactly what
@@ -113,11 +113,11 @@ def _describe(changes: dict[str, list]) -> str:
 
 
 def in_one_vocabulary(recipe: dict) -> dict:
-    """A recipe (as a dict) with its precision settings in yunshan.precision's names, so both sides of a comparison
-    spell them alike: a checkpoint whose run file says `training.precision: bf16` (written before the short names
-    were read as torch's, or by a recipe whose field was set after it was built) compares equal to the same recipe
+    """A recipe (as a dict) with its precision settings in yunshan.loading.precision's names, so both sides of a
+    comparison spell them alike: a checkpoint whose run file says `training.precision: bf16` (written before the short
+    names were read as torch's, or by a recipe whose field was set after it was built) compares equal to the same recipe
     saying bfloat16."""
-    from yunshan.precision import SHORT_NAMES
+    from yunshan.loading.precision import SHORT_NAMES
 
     recipe = json.loads(json.dumps(recipe, default=str))
     for section, key in (("training", "precision"), ("model", "dtype")):
@@ -145,7 +145,7 @@ def read_run_file(checkpoint: Path) -> dict | None:
 def outputs_finished(out: Path, kind: str, step: int) -> bool:
     """Whether the final save of a run that trained `step` steps completed: its marker (FinalOutputs, written
     last) says so, and every file it lists is there as saved."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
 
     try:
         marker = FinalOutputs.read(Path(out) / FinalOutputs.FILE)
@@ -158,7 +158,7 @@ def reopen(out: Path) -> None:
     """Before a (re)run writes anything into its folder: the final marker goes first (from here on the folder no
     longer vouches for finished outputs), then what a killed final save left behind: safetensors writes each file
     as .tmpXXXXXX beside it and renames it into place, so a kill mid-write leaves a full-size temporary file."""
-    from yunshan.artifacts import FinalOutputs
+    from yunshan.io.artifacts import FinalOutputs
 
     out = Path(out)
     FinalOutputs.remove(out)
@@ -235,7 +235,7 @@ def start_fresh(ckpt_dir: Path, out: Path) -> None:
     with the new ones, its data report would vouch for outputs the new run has not written yet, and its log would be
     read as the new run's (the loggers append: the summaries, curves and pipeline report would show the earlier
     run's last steps)."""
-    from yunshan.artifacts import DataReport
+    from yunshan.io.artifacts import DataReport
 
     old = [path for _, path, _ in checkpoint_steps(ckpt_dir)]
     if old:
@@ -251,7 +251,7 @@ def prepare_outputs(recipe, plan: RunPlan, out: Path, ckpt_dir: Path, model=None
     earlier run left (start_fresh) and saves a PiSSA / OLoRA adapter as initialised (when `lora` is given and
     enabled); a resumed or finishing run removes checkpoints past its step and the data report (it vouches for
     finished outputs only) and checks the initial adapter against the one saved when the run began."""
-    from yunshan.artifacts import write_recipe
+    from yunshan.io.artifacts import write_recipe
     from yunshan.training.checkpoints import remove_incomplete_after
     from yunshan.training.models import check_initial_adapter, save_initial_adapter
 
@@ -287,7 +287,7 @@ def run_record(recipe, kind: str, total_steps: int, sequences_per_step: int, res
 
 def finished_summary(out: Path, plan: RunPlan) -> dict:
     """What run_cpt / run_sft return for a run that was already finished (nothing was done)."""
-    from yunshan.artifacts import DataReport
+    from yunshan.io.artifacts import DataReport
 
     log = Path(out) / "log.jsonl"
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] if (

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 
 from yunshan.data.conversations import SftSourceArgs
 from yunshan.training.arguments import LoraArgs, ModelArgs, TokenizerArgs, TrainArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 
 @dataclass
@@ -71,13 +70,13 @@ class SftArgs:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     add_recipe_flags(parser, "training.epochs=2", "validate recipe, data and model; no training")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import recipe_from_flags
+    from yunshan.arguments.flags import recipe_from_flags
 
     recipe = recipe_from_flags(SftArgs, args)
     result = run_sft(recipe, dry_run=args.dry_run)
@@ -103,7 +102,7 @@ def build_sft_data(recipe, tokenizer):
     """Read, mix, render, fit and (optionally) pack the recipe's instruction data.
 
     Returns (rows, held-out samples, the DataReport)."""
-    from yunshan.artifacts import DataReport, SftSourceReport
+    from yunshan.io.artifacts import DataReport, SftSourceReport
     from yunshan.data.chat import encode_conversation, fit_to_length
     from yunshan.data.conversations import mix_sft_sources, nothing_left, read_sft_source
     from yunshan.data.packing import best_fit_pack
@@ -263,7 +262,7 @@ def generate_answers(model, tokenizer, heldout, max_new_tokens: int) -> list[dic
     from transformers import StoppingCriteriaList
 
     from yunshan.data.chat import render
-    from yunshan.progress import TokenCount, progress_bar
+    from yunshan.io.progress import TokenCount, progress_bar
 
     model.eval()
     results = []
@@ -302,104 +301,123 @@ def sft_steps(train: TrainArgs, rows: int, rows_per_step: int) -> tuple[int, str
 
 def run_sft(recipe, dry_run: bool = False, callbacks: list | None = None) -> dict:
     """Run single-stage mixed SFT as the recipe says; returns a summary. `callbacks`: extra TrainerCallbacks."""
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     if dry_run:
         return _run_sft(recipe, dry_run, callbacks)  # reads only: no lock
     out = check_output_folder(recipe.training.output_dir, "training.output_dir")  # before hours of work
-    # A second run on this folder stops here, before anything in it is touched (yunshan.folder_lock).
+    # A second run on this folder stops here, before anything in it is touched (yunshan.io.folder_lock).
     with folder_lock(out, "training.output_dir"):
         return _run_sft(recipe, dry_run, callbacks)
 
 
-def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
-    from transformers import set_seed
+@dataclass
+class SftRun:
+    """Everything set up before the first step."""
 
-    from yunshan.artifacts import FinalOutputs
-    from yunshan.folders import check_output_folder
-    from yunshan.training.arguments import resolve_resume, training_arguments
-    from yunshan.training.checkpoints import final_save, train_as_planned
-    from yunshan.training.engines import engine_of, final_model
-    from yunshan.training.resume import (
-        finished_summary, plan_run, prepare_outputs, reopen, resume_line, run_record, settle)
-    from yunshan.training.models import (
-        apply_lora, choose_precision, grow_embeddings, load_chat_tokenizers, load_model, resolve_sources, save_adapter,
-        trainable_summary, training_loss)
-    from yunshan.training.monitoring import JsonlLogger, plot_curves
-    from yunshan.training.tracking import attach as attach_trackers
+    recipe: SftArgs
+    out: Path
+    ckpt_dir: Path
+    rank_zero: bool
+    rows_per_step: int
+    max_steps: int
+    plan: object  # yunshan.training.resume.RunPlan
+    resume_from: Path | None
+    tokenizer: object
+    rows: list
+    heldout: list
+    report: object  # yunshan.io.artifacts.DataReport, filled in as the run goes
+    targs: object  # transformers.TrainingArguments
+    model: object
+    chunked_loss: object | None
 
-    started = time.time()
-    train = recipe.training
-    out = check_output_folder(train.output_dir, "training.output_dir")  # before hours of work, not at the first save
-    rank_zero = int(os.environ.get("RANK", "0")) == 0
-    precision, precision_reason = choose_precision(train.precision)
-    set_seed(train.seed)
 
+def _set_up(recipe: SftArgs, dry_run: bool) -> SftRun | dict:
+    """The run's phases before the first step (yunshan.training.setup): plan the run, resolve the folders and load
+    the tokenizers (a chat template added when there is none), read and render the data, describe (a dry run ends
+    there), load the model, grow its rows, apply LoRA and prepare the output folder. Returns the summary instead for
+    a dry run or a finished run."""
     from accelerate import PartialState
 
-    world = PartialState().num_processes
-    rows_per_step = train.per_device_batch_size * train.gradient_accumulation_steps * world
-    ckpt_dir = out / "checkpoints"
-    resume_from = resolve_resume(train.resume, ckpt_dir)
-    plan = plan_run(recipe, "sft", out, resume_from, rows_per_step, safe=("data.max_new_tokens",))
-    if plan.action == "done" and not dry_run:  # before any Hub id is resolved: a finished run touches nothing
-        return finished_summary(out, plan)
+    from yunshan.training.arguments import training_arguments
+    from yunshan.training.models import (
+        describe_model, grow_embeddings, load_model, resolve_sources, trainable_summary, training_loss)
+    from yunshan.training.resume import prepare_outputs, resume_line, settle
+    from yunshan.training.setup import load_tokenizers, open_folder, start_run, with_lora
 
+    run = start_run(recipe, "sft", dry_run, safe=("data.max_new_tokens",), world=PartialState().num_processes)
+    if isinstance(run, dict):
+        return run  # finished: nothing is touched, not even a Hub id
     # Hub ids become folders of the HF cache (downloaded unless HF_HUB_OFFLINE=1; a dry run fetches no weights).
     model_args, tok_path, base_path = resolve_sources(recipe, weights=not dry_run)
-    tokenizer, added_template, base_tokenizer = load_chat_tokenizers(recipe, tok_path, base_path)
-
-    rows, heldout, report = build_sft_data(recipe, tokenizer)
-    max_steps, steps_from = sft_steps(train, len(rows), rows_per_step)
-    real = report.real_tokens
+    tokens = load_tokenizers(recipe, tok_path, base_path, chat=True)
+    rows, heldout, report = build_sft_data(recipe, tokens.tokenizer)
+    max_steps, steps_from = sft_steps(recipe.training, len(rows), run.per_step)
     if recipe.data.packing:
-        report.non_padding_share = real / (len(rows) * recipe.data.max_length)
+        report.non_padding_share = report.real_tokens / (len(rows) * recipe.data.max_length)
     if dry_run:  # no weights are loaded
-        from yunshan.training.models import describe_model
-
-        return {**describe_model(model_args, len(tokenizer)), "rows": len(rows), "samples": report.samples,
-                "max_steps": max_steps, "steps_from": steps_from, "run": settle(plan, max_steps, out, "sft").action,
-                "chat_template": "yunshan default" if added_template else "tokenizer's own",
-                "sources": report.to_json()["sources"], "precision": precision}
-
-    plan = settle(plan, max_steps, out, "sft")
-    if plan.action == "done":
-        return finished_summary(out, plan)
-    if rank_zero:
-        reopen(out)  # the first change to the folder: its final marker goes, so it no longer claims a finished run
+        return {**describe_model(model_args, len(tokens.tokenizer)), "rows": len(rows), "samples": report.samples,
+                "max_steps": max_steps, "steps_from": steps_from,
+                "run": settle(run.plan, max_steps, run.out, "sft").action,
+                "chat_template": "yunshan default" if tokens.added_template else "tokenizer's own",
+                "sources": report.to_json()["sources"], "precision": run.precision}
+    run = open_folder(run, max_steps)
+    if isinstance(run, dict):
+        return run
     # Before the model: under a DeepSpeed ZeRO-3 launch, TrainingArguments switch on zero.Init, so the model loads
     # partitioned across the processes (yunshan.training.engines).
     targs = training_arguments(
-        train, out, ckpt_dir, max_steps, precision, rank_zero,
+        recipe.training, run.out, run.ckpt_dir, max_steps, run.precision, run.rank_zero,
         data_seed=recipe.data.seed,
         remove_unused_columns=False,  # source_ids feed the per-source losses
-        neftune_noise_alpha=train.neftune_noise_alpha,
+        neftune_noise_alpha=recipe.training.neftune_noise_alpha,
     )
-    model = load_model(model_args, vocab_size=len(tokenizer))
-    new_ids = grow_embeddings(model, base_tokenizer, tokenizer, init=recipe.tokenizer.new_row_init)
-    report.precision = {"value": precision, "reason": precision_reason}
-    if recipe.lora.enabled:
-        model = apply_lora(model, recipe.lora, new_ids, seed=train.seed)
-    chunked_loss, report.loss = training_loss(model, train)
-    if rank_zero:
-        prepare_outputs(recipe, plan, out, ckpt_dir, model, recipe.lora)
-        if plan.action != "fresh":
-            print(resume_line(plan, resume_from), flush=True)
+    model = load_model(model_args, vocab_size=len(tokens.tokenizer))
+    new_ids = grow_embeddings(model, tokens.base, tokens.tokenizer, init=recipe.tokenizer.new_row_init)
+    report.precision = {"value": run.precision, "reason": run.precision_reason}
+    model = with_lora(model, recipe, new_ids)
+    chunked_loss, report.loss = training_loss(model, recipe.training)
+    if run.rank_zero:
+        prepare_outputs(recipe, run.plan, run.out, run.ckpt_dir, model, recipe.lora)
+        if run.plan.action != "fresh":
+            print(resume_line(run.plan, run.resume_from), flush=True)
         print(f"model: {type(model).__name__}, {trainable_summary(model)}; {report.samples} samples in "
-              f"{len(rows)} rows; {max_steps} steps ({steps_from}); precision {precision} ({precision_reason}); "
-              "chat template: "
-              f"{'yunshan default' if added_template else 'the tokenizer own'}; {report.loss['reason']}", flush=True)
+              f"{len(rows)} rows; {max_steps} steps ({steps_from}); precision {run.precision} "
+              f"({run.precision_reason}); chat template: "
+              f"{'yunshan default' if tokens.added_template else 'the tokenizer own'}; {report.loss['reason']}",
+              flush=True)
+    return SftRun(recipe=recipe, out=run.out, ckpt_dir=run.ckpt_dir, rank_zero=run.rank_zero,
+                  rows_per_step=run.per_step, max_steps=max_steps, plan=run.plan, resume_from=run.resume_from,
+                  tokenizer=tokens.tokenizer, rows=rows, heldout=heldout, report=report, targs=targs, model=model,
+                  chunked_loss=chunked_loss)
 
+
+def _run_sft(recipe, dry_run: bool, callbacks: list | None) -> dict:
+    from yunshan.io.artifacts import FinalOutputs
+    from yunshan.training.checkpoints import final_save, train_as_planned
+    from yunshan.training.engines import engine_of, final_model
+    from yunshan.training.models import save_adapter
+    from yunshan.training.monitoring import JsonlLogger, plot_curves
+    from yunshan.training.resume import run_record
+    from yunshan.training.tracking import attach as attach_trackers
+
+    started = time.time()
+    run = _set_up(recipe, dry_run)
+    if not isinstance(run, SftRun):
+        return run  # a dry run's summary, or a run that was already finished
+    out, rank_zero, ckpt_dir, plan, resume_from = run.out, run.rank_zero, run.ckpt_dir, run.plan, run.resume_from
+    rows, heldout, report, model, tokenizer = run.rows, run.heldout, run.report, run.model, run.tokenizer
+    rows_per_step, max_steps, real = run.rows_per_step, run.max_steps, report.real_tokens
     tokens_per_step = round(real / max(len(rows), 1) * rows_per_step)
     logger = JsonlLogger(out / "log.jsonl", tokens_per_step, main_process=rank_zero)
     trainer = make_trainer_class()(
-        model=model, args=targs, train_dataset=SftDataset(rows),
+        model=model, args=run.targs, train_dataset=SftDataset(rows),
         data_collator=make_collator(tokenizer.pad_token_id, recipe.data.packing),
         callbacks=[logger, *(callbacks or [])], source_names=[s.name for s in recipe.data.sources],
         run_record=run_record(recipe, "sft", max_steps, rows_per_step, plan.resumes),
         loraplus_lr_ratio=recipe.lora.loraplus_lr_ratio if recipe.lora.enabled else None,
-        chunked_loss=chunked_loss, keep_token_losses=True,  # the per-source losses
+        chunked_loss=run.chunked_loss, keep_token_losses=True,  # the per-source losses
     )
     attach_trackers(trainer, recipe, out)
     engine = engine_of(trainer.accelerator, model)

@@ -1,6 +1,6 @@
 """report.html: a Markdown report as one self-contained page that a person opens in a browser, offline.
 
-    from yunshan.html_page import write_page
+    from yunshan.io.html_page import write_page
     write_page("runs/demo_tiny/report.md", "runs/demo_tiny/report.html", "yunshan run: yunshan-demo-tiny")
 
 `yunshan run` and `yunshan eval` write their report in Markdown (report.md, results.md) and this page beside it. The

@@ -8,7 +8,7 @@
     yunshan chat MODEL --prompt "什么是应收账款？" --temperature 0       # one-shot: a JSON line on stdout
     yunshan chat MODEL --prompts questions.txt --out answers.jsonl      # a prompt per line (or JSONL), for scripts
 
-The model is any causal-LM folder or Hub id (with --revision; yunshan.hub_download). PanGu-π and OTCE load with
+The model is any causal-LM folder or Hub id (with --revision; yunshan.loading.hub_download). PanGu-π and OTCE load with
 the classes yunshan registers; with `--trust-remote-code` a folder's own modeling code (its config's `auto_map`, as
 an export ships it) is run instead, exactly as for a user without yunshan; a model type neither transformers nor
 yunshan knows needs that flag (the error says so), and without it no code of the folder runs. A folder holding
@@ -42,7 +42,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 OPT_IN = "--trust-remote-code"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -107,10 +107,10 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
     import torch
 
     from yunshan.data.chat import ensure_chat_template
-    from yunshan.folders import readable_by_transformers
-    from yunshan.precision import eval_autocast
-    from yunshan.pretrained import (activation_checkpointing_alias, context_length, load_causal_lm, load_tokenizer,
-                                    resolve_model_folder)
+    from yunshan.io.folders import readable_by_transformers
+    from yunshan.loading.precision import eval_autocast
+    from yunshan.loading.pretrained import (
+        activation_checkpointing_alias, context_length, load_causal_lm, load_tokenizer, resolve_model_folder)
 
     # A Hub id becomes its HF cache folder (downloaded unless HF_HUB_OFFLINE=1; offline and not cached: one line).
     path = run_final_model(Path(resolve_model_folder(args.model, args.revision, field="MODEL")))
@@ -130,8 +130,8 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
         tokenizer_from = path
     weights = Path(base or path)
     try:
-        # A damaged config.json or tokenizer.json is one line naming the file (yunshan.folders); a folder's own
-        # code is refused without --trust-remote-code (yunshan.remote_code).
+        # A damaged config.json or tokenizer.json is one line naming the file (yunshan.io.folders); a folder's own
+        # code is refused without --trust-remote-code (yunshan.loading.remote_code).
         tokenizer = load_tokenizer(tokenizer_from, opt_in=OPT_IN, trust_remote_code=args.trust_remote_code,
                                    name=weights)
         model = None
@@ -165,7 +165,7 @@ def load_chat_model(args: ChatArgs) -> ChatModel:
 def run_final_model(folder: Path) -> Path:
     """The model folder a reference means: a `yunshan run` folder (run.json) stands for its final model (the last
     stage's output, merged weights for a LoRA run), any other folder for itself."""
-    from yunshan.artifacts import RunManifest
+    from yunshan.io.artifacts import RunManifest
     from yunshan.hub.provenance import resolve_in_run
 
     manifest_path = folder / RunManifest.FILE
@@ -461,15 +461,15 @@ def one_shot(chat: ChatModel, args: ChatArgs, conversations: list[tuple[str, lis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from yunshan.flags import add_flags
-    from yunshan.precision import CHOICES
+    from yunshan.arguments.flags import add_flags
+    from yunshan.loading.precision import CHOICES
 
     add_flags(parser, ChatArgs, positional={"model": "MODEL"}, metavars={"prompt": "TEXT", "prompts": "FILE"},
               choices={"dtype": CHOICES})
 
 
 def run(args: argparse.Namespace) -> int:
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     a = from_flags(ChatArgs, args)
     if a.out and not (a.prompt or a.prompts):

@@ -1,6 +1,6 @@
 """What runs leave beside their outputs, as typed records written and read in this one module.
 
-    from yunshan.artifacts import DataReport, EvalResults, RunManifest
+    from yunshan.io.artifacts import DataReport, EvalResults, RunManifest
     manifest = RunManifest.read("runs/demo_tiny/run.json")        # stages, timings, hashes, summaries
     report = DataReport.read("runs/demo_tiny/04_cpt/data_report.json")
     results = EvalResults.read("runs/demo_tiny/06_eval_after/results.json")
@@ -273,8 +273,8 @@ class FinalOutputs(_JsonFile):
     def write(self, folder: str | Path) -> Path:
         """Flush every listed file to disk, then write the marker (fsynced): after a crash of the machine too, a
         marker never vouches for a file still in the page cache. The files first get the user's umask mode
-        (yunshan.folders.apply_umask: safetensors writes its own 0600)."""
-        from yunshan.folders import apply_umask
+        (yunshan.io.folders.apply_umask: safetensors writes its own 0600)."""
+        from yunshan.io.folders import apply_umask
 
         folder = Path(folder)
         apply_umask(folder / name for name in self.files)

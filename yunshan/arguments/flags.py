@@ -1,6 +1,6 @@
 """One command-line style for every `yunshan` command: flags generated from the command's arguments dataclass.
 
-    from yunshan.flags import add_flags, from_flags
+    from yunshan.arguments.flags import add_flags, from_flags
     add_flags(parser, PushArgs, positional={"folder": "DIR"})      # in the command's add_arguments(parser)
     args = from_flags(PushArgs, namespace)                          # in its run(namespace)
 
@@ -8,7 +8,7 @@ Every field of the dataclass becomes `--field-name` with the field's help text a
 `--name/--no-name`, list fields one or more values (the flag may be repeated), `X | None` fields an X. The same
 dataclass is the command's recipe section in `yunshan run` (yunshan.pipeline), so a setting has one name, one
 default and one help text wherever it is given. Recipe commands (`yunshan cpt`, `sft`, `run`) take
-`--config RECIPE.yaml` plus dotted overrides instead (`add_recipe_flags`, loaded by yunshan.recipe).
+`--config RECIPE.yaml` plus dotted overrides instead (`add_recipe_flags`, loaded by yunshan.arguments.recipe).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, *,
         kind, item = _kind(hints[f.name])
         default = _default(f)
         help_text = f.metadata.get("help", "")
-        if "range" in f.metadata:  # checked by yunshan.field_rules when the dataclass is built
+        if "range" in f.metadata:  # checked by yunshan.arguments.field_rules when the dataclass is built
             help_text += f" (range {f.metadata['range']})"
         if f.name in positional:
             nargs = ("+" if default is dataclasses.MISSING else "*") if kind == "list" else None
@@ -103,7 +103,7 @@ def from_flags(cls, namespace: argparse.Namespace, **fixed):
             values[f.name] = fixed[f.name]
         elif getattr(namespace, f.name, None) is not None:
             values[f.name] = getattr(namespace, f.name)
-    from yunshan.field_rules import FieldError
+    from yunshan.arguments.field_rules import FieldError
 
     try:
         return cls(**values)
@@ -124,6 +124,6 @@ def add_recipe_flags(parser: argparse.ArgumentParser, example: str, dry_run: str
 
 def recipe_from_flags(cls, namespace: argparse.Namespace):
     """The recipe `--config` names, as dataclass `cls`, with the command line's overrides applied."""
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     return load_recipe(cls, namespace.config, namespace.overrides)

@@ -13,13 +13,13 @@ Two conventions serve the pipeline's optional sections (`X | None`, such as `pus
 in such a section leaves it out and `enabled: true` keeps it, so a stage is switched on and off with one key. A
 recipe class may name keys its users must not set (`RESERVED_KEYS`: dotted path -> why), such as the paths
 `yunshan run` fills itself; setting one is an error naming the file and line. The resolved recipe is written beside
-every run's outputs by yunshan.artifacts.write_recipe.
+every run's outputs by yunshan.io.artifacts.write_recipe.
 
 In every string, ${samples}, ${data}, ${models} and ${recipe_dir} are the loader's variables (path_variables), plus
 those a recipe class computes from its raw data (`recipe_variables`: a pipeline's ${prepared}). In
-path fields, `~` and environment variables are expanded by the dataclasses themselves (yunshan.field_rules, the same
-for flags); a ${NAME} that is neither is an error at its line. A field's declared rule that fails (a FieldError)
-is reported at the line of that field's key.
+path fields, `~` and environment variables are expanded by the dataclasses themselves (yunshan.arguments.field_rules,
+the same for flags); a ${NAME} that is neither is an error at its line. A field's declared rule that fails (a
+FieldError) is reported at the line of that field's key.
 """
 
 from __future__ import annotations
@@ -199,7 +199,8 @@ class _Builder:
         try:
             return cls(**kwargs)
         except (ValueError, TypeError) as err:
-            # A rule a field declares (yunshan.field_rules.FieldError) names its field: the error gets that key's line.
+            # A rule a field declares (yunshan.arguments.field_rules.FieldError) names its field: the error gets that
+            # key's line.
             field_name = getattr(err, "field", None)
             if field_name in fields:
                 self.fail(_join(path, field_name), err.message)
@@ -404,7 +405,7 @@ def expand_variables(data, variables: dict[str, str], builder=None, path: str = 
         def replace(match):
             name = match.group(1)
             if name not in variables and name in os.environ:
-                return match.group(0)  # an environment variable: path fields expand it (yunshan.field_rules)
+                return match.group(0)  # an environment variable: path fields expand it (yunshan.arguments.field_rules)
             if name not in variables:
                 message = (f"unknown variable ${{{name}}}; known: {', '.join('${' + v + '}' for v in variables)}, "
                            "or an environment variable that is set")

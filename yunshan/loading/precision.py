@@ -1,7 +1,7 @@
 """Which floating-point precision to compute in, decided by the hardware: `training.precision: auto` and
 `yunshan eval --dtype auto`; and the one vocabulary every precision setting takes.
 
-    from yunshan.precision import choose_precision, eval_autocast, precision_name
+    from yunshan.loading.precision import choose_precision, eval_autocast, precision_name
     precision, reason = choose_precision("auto")     # ("bfloat16", "auto: CPU with AMX tiles ...") or ("float32", ...)
     precision_name("bf16", "training.precision")     # "bfloat16": the short names are read as the names they stand for
 

@@ -74,7 +74,7 @@ FORMULAS_NO_BASE = {
 
 @dataclass
 class MergeArgs:
-    """Arguments of `yunshan model merge` (yunshan.models.merge.merge_models)."""
+    """Arguments of `yunshan model merge` (yunshan.merging.merge.merge_models)."""
 
     model: str = field(metadata={"path": True,
         "help": "the continually pretrained model folder (its tokenizer, vocabulary and config are the output's)"})
@@ -105,7 +105,7 @@ class MergeArgs:
         "help": "Adam learning rate of the refit (the embedding warm-up's default)"})
 
     def __post_init__(self):
-        from yunshan.field_rules import check_fields
+        from yunshan.arguments.field_rules import check_fields
 
         check_fields(self)
 
@@ -116,7 +116,7 @@ def _weights_present(folder: Path) -> bool:
 
 def _check_inputs(args: MergeArgs) -> dict[str, tuple[Path, dict]]:
     """Each input folder and its config.json; every problem one line naming the flag."""
-    from yunshan.folders import check_model_folder
+    from yunshan.io.folders import check_model_folder
 
     if args.method not in METHODS:
         raise ValueError(f"--method {args.method!r} is not a merge method; valid: {', '.join(METHODS)}")
@@ -219,8 +219,8 @@ def merge_models(args: MergeArgs, log=print) -> dict:
     """Merge `args.instruct` back into `args.model` into `args.out` (see the module docstring); returns the report."""
     import hashlib
 
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder, check_replaceable, staged_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder, check_replaceable, staged_folder
 
     found = _check_inputs(args)
     folders = {flag: folder for flag, (folder, _) in found.items()}
@@ -247,7 +247,7 @@ def merge_models(args: MergeArgs, log=print) -> dict:
     # The refit's data is read before the merge: a missing corpus is one line now, not after the merge's minutes.
     refit = _refit_batches(args, folders["MODEL"], new_ids) if args.refit_new_rows else None
     mk_config = build_merge_config(args, folders)
-    # Another merge (or any yunshan command) writing OUT stops here in one line (yunshan.folder_lock).
+    # Another merge (or any yunshan command) writing OUT stops here in one line (yunshan.io.folder_lock).
     with folder_lock(out, "OUT"), staged_folder(out) as tmp:
         _run_mergekit(mk_config, tmp, args.seed)
         model_folder = folders["MODEL"]
@@ -307,7 +307,7 @@ def _refit_data(args: MergeArgs, model_folder: Path):
     if not recipe_file.is_file():
         raise ValueError(f"--refit-new-rows needs --refit-data: MODEL {model_folder} has no recipe.yaml (the corpora "
                          "the new rows are refitted on: the continual pretraining's, domain and general)")
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     try:
         recipe = load_recipe(CptArgs, recipe_file)
@@ -351,7 +351,7 @@ def _refit(folder: Path, new_ids: list[int], refit, args: MergeArgs, log) -> dic
     from transformers import AutoModelForCausalLM
 
     from yunshan.models import register_architectures
-    from yunshan.precision import choose_precision
+    from yunshan.loading.precision import choose_precision
     from yunshan.training.embedding_warmup import train_new_rows
 
     register_architectures()

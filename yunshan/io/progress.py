@@ -1,7 +1,7 @@
 """Progress of the long phases: a tqdm bar on stderr, with a count and an ETA, for every loop of work that can take
 more than a few seconds, printed by the main process only.
 
-    from yunshan.progress import progress_bar
+    from yunshan.io.progress import progress_bar
     with progress_bar(len(windows), "held-out bits/char civil_code", unit="window") as bar:
         for batch in batches:
             ...

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from yunshan.chat import ChatArgs, load_chat_model
+from yunshan.serve.chat import ChatArgs, load_chat_model
 from yunshan.cli import main
 
 CORPUS = ["企业的资产负债表反映财务状况。", "根据刑法第二百六十四条，盗窃公私财物，数额较大的，处三年以下有期徒刑。",
@@ -139,7 +139,7 @@ def test_interactive_chat_in_a_pseudo_terminal_streams_what_generate_returns(mod
 def test_the_answer_is_written_piece_by_piece_while_it_is_generated(models):
     """Streaming, not printing at the end: each piece reaches the terminal before generate() has made the next
     token (the model's forward calls are counted when each piece is written)."""
-    from yunshan.chat import respond
+    from yunshan.serve.chat import respond
 
     args = ChatArgs(model=str(models["llama"]), dtype="float32", temperature=0, max_new_tokens=MAX_NEW)
     chat = load_chat_model(args)
@@ -290,7 +290,7 @@ def test_invalid_utf8_typed_in_the_chat_is_refused_and_the_chat_goes_on(models):
     chat = load_chat_model(ChatArgs(model=str(models["llama"]), dtype="float32"))
     lines = iter(["\udcff\udcfe", "/exit"])
     out = io.StringIO()
-    from yunshan.chat import interactive
+    from yunshan.serve.chat import interactive
 
     interactive(chat, ChatArgs(model=str(models["llama"]), max_new_tokens=4), read=lambda _: next(lines), out=out)
     assert "(not valid UTF-8: byte 0xff at character 1; type it again)" in out.getvalue()

@@ -4,7 +4,7 @@
     yunshan model info pangu-pi-7b
 
 Each subcommand lives in the module that owns its concern; that module defines `add_arguments(parser)` and
-`run(args) -> int` (flags come from the command's arguments dataclass, yunshan.flags). Only the module of the
+`run(args) -> int` (flags come from the command's arguments dataclass, yunshan.arguments.flags). Only the module of the
 subcommand being run is imported, and `import yunshan` loads neither torch nor transformers, so `yunshan --help`
 answers at once.
 """
@@ -22,9 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
     "pref": ("yunshan.training.preference", "preference tuning after SFT: DPO, IPO, KTO, ORPO, SimPO (TRL)"),
-    "data": ("yunshan.data_commands", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
+    "data": ("yunshan.cli.data", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
-    "chat": ("yunshan.chat", "talk to a model in the terminal (streamed), or answer prompts as JSON lines"),
+    "chat": ("yunshan.serve.chat", "talk to a model in the terminal (streamed), or answer prompts as JSON lines"),
     "serve": ("yunshan.serve.command", "an OpenAI-compatible HTTP server (chat/completions, completions, models)"),
     "export": ("yunshan.hub.export", "export a run or model folder for the Hub: safetensors, code, tokenizer, model card"),
     "push": ("yunshan.hub.push", "upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or the login)"),
@@ -52,8 +52,9 @@ def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # HF_HUB_OFFLINE is the user's to set: a Hub id in a recipe or flag downloads unless it is 1 (yunshan.hub_download).
-    # Only what nobody asked for runs offline by default: the tests (tests/conftest.py) and `make demo` (Makefile).
+    # HF_HUB_OFFLINE is the user's to set: a Hub id in a recipe or flag downloads unless it is 1
+    # (yunshan.loading.hub_download). Only what nobody asked for runs offline by default: the tests (tests/conftest.py)
+    # and `make demo` (Makefile).
     argv = sys.argv[1:] if argv is None else list(argv)
     # The subcommand is the first word that is not an option (the top-level options take no values).
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -117,6 +118,3 @@ def _close_process_group() -> None:
     if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

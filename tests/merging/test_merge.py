@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from fixtures import three_source_corpora, train_tokenizer
-from yunshan.models.merge import MergeArgs, merge_models
+from yunshan.merging.merge import MergeArgs, merge_models
 
 EMBED, HEAD = "model.embed_tokens.weight", "lm_head.weight"
 
@@ -240,7 +240,7 @@ def test_the_refit_trains_only_the_new_rows_and_fits_them_to_the_merged_body(fam
     out, report = _merge(family, tmp_path / "refit", "linear", weight=0.5, **refit)
     n, a, b = family["n"], _weights(plain), _weights(out)
     # The batches the refit trained on (the same stream, read again).
-    from yunshan.models.merge import _refit_batches
+    from yunshan.merging.merge import _refit_batches
 
     first, rest, _ = _refit_batches(MergeArgs(model=str(family["cpt"]), instruct=str(family["instruct"]),
                                               out=str(tmp_path / "unused"), **refit), family["cpt"], list(range(n, 10**6)))

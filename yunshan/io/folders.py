@@ -1,7 +1,7 @@
 """Folders yunshan reads models and tokenizers from or writes outputs to: one-line errors before the work starts,
 and a finished output put in place in one step.
 
-    from yunshan.folders import check_model_folder, check_output_folder, readable_by_transformers, staged_folder
+    from yunshan.io.folders import check_model_folder, check_output_folder, readable_by_transformers, staged_folder
     check_output_folder("runs/cpt", "training.output_dir")        # writable (or creatable) folder, else one line
     check_model_folder("models/llama", "model.name_or_path")      # an existing folder, else one line
     with readable_by_transformers("models/llama", "tokenizer"):   # a damaged folder is one line naming the file
@@ -58,8 +58,8 @@ def check_output_folder(path: str | os.PathLike, what: str) -> Path:
 
 def check_model_folder(path: str | os.PathLike, what: str) -> Path:
     """An existing folder: a local model or tokenizer folder, or the HF cache folder a Hub id resolved to
-    (yunshan.hub_download.resolve_pretrained, which answers a missing id itself). Raises FileNotFoundError in one
-    line naming `what` otherwise."""
+    (yunshan.loading.hub_download.resolve_pretrained, which answers a missing id itself). Raises FileNotFoundError in
+    one line naming `what` otherwise."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
         found = "is a file, not a folder" if folder.exists() else "does not exist (no such folder)"
@@ -149,7 +149,7 @@ def apply_umask(paths) -> None:
     umask. safetensors (0.8) writes through a private temporary file renamed into place, mode 0600, so a model
     folder would otherwise hide its weights from the group and others the umask lets read every other file. Every
     yunshan writer of safetensors calls it: `staged_folder` (export, merge, import-gguf, tokenizer extend), a
-    training run's final save (yunshan.artifacts.FinalOutputs.write) and checkpoints (mark_complete), `model
+    training run's final save (yunshan.io.artifacts.FinalOutputs.write) and checkpoints (mark_complete), `model
     upcycle`. Links and folders are left alone."""
     mask = _umask()
     for path in map(Path, paths):
@@ -170,7 +170,7 @@ def staged_folder(out: str | os.PathLike):
 
     A symbolic link at `out` is written through: the folder it points to is replaced and the link kept, so the link
     still names the output (renaming the link aside would leave its target with the old contents). Callers hold
-    `out`'s lock (yunshan.folder_lock), which has cleaned what killed earlier runs left beside it."""
+    `out`'s lock (yunshan.io.folder_lock), which has cleaned what killed earlier runs left beside it."""
     out = Path(out)
     if out.is_symlink():
         out = Path(os.path.realpath(out))
@@ -191,7 +191,7 @@ def remove_leftovers(out: str | os.PathLike) -> list[Path]:
     `.NAME.partial-PID-*` folders, and `.NAME.old-PID-*` folders renamed aside. When `out` itself is missing (killed
     between replace_folder's two renames) the newest old folder is first renamed back to `out`, so a kill never
     costs the previous output. A leftover whose process still runs on this machine is kept. Returns what was
-    removed. yunshan.folder_lock calls it for every folder it locks."""
+    removed. yunshan.io.folder_lock calls it for every folder it locks."""
     out = Path(out)
     removed = []
     leftovers = []
@@ -247,7 +247,7 @@ def readable_by_transformers(folder: str | os.PathLike, what: str = "model"):
     """Around transformers' `from_pretrained` of a local folder: damaged JSON is named by file and line before the
     load, and whatever the load raises for unreadable contents becomes one ValueError naming the folder (and
     tokenizer.json for a tokenizer). A refusal to run the folder's own code passes through unchanged
-    (yunshan.remote_code words it)."""
+    (yunshan.loading.remote_code words it)."""
     check_json_files(folder)
     try:
         yield

@@ -1,14 +1,14 @@
 """What the fields of the arguments dataclasses declare in their metadata, applied in one place.
 
-    from yunshan.field_rules import check_fields
+    from yunshan.arguments.field_rules import check_fields
     output_dir: str = field(default="runs/cpt", metadata={"help": "run folder", "path": True})
     def __post_init__(self):
         check_fields(self)
 
 Every arguments dataclass (`*Args`, the recipe sections and the flag sets) calls `check_fields` first in its
-`__post_init__`, so the rules hold however it is built: by the recipe loader (yunshan.recipe names the file, line and
-dotted key of a FieldError), from flags (yunshan.flags names the flag), by `dataclasses.replace` in `yunshan run`, or
-in Python.
+`__post_init__`, so the rules hold however it is built: by the recipe loader (yunshan.arguments.recipe names the file,
+line and dotted key of a FieldError), from flags (yunshan.arguments.flags names the flag), by `dataclasses.replace` in
+`yunshan run`, or in Python.
 
 - `path`: the field holds a path (or a list of paths): True, or "labelled" for LABEL=PATH specs (the part after the
   first "=" is the path). `~` and environment variables ($NAME, ${NAME}) are expanded, the same way for every field
@@ -17,7 +17,7 @@ in Python.
 - `range`: the field holds a number (None where the field allows it: the default applies) in this range, written
   ">= 1", "> 0", "[0, 1]", "(0, 1]", "[0, 1)" or "(0, 1)". NaN, infinities and true/false are never in a range.
   Every int and float field declares one (tests/test_field_rules.py checks it, with hypothesis over each range); the
-  flags' help shows it (yunshan.flags).
+  flags' help shows it (yunshan.arguments.flags).
 """
 
 from __future__ import annotations

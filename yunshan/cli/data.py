@@ -57,7 +57,7 @@ from pathlib import Path
 
 from yunshan.data.records import FORMATS, TXT_DOCUMENTS
 from yunshan.eval.decontamination import DecontaminateArgs
-from yunshan.field_rules import check_fields
+from yunshan.arguments.field_rules import check_fields
 
 NAMED = ("lawyer-llama", "chatlaw", "lawgpt-zh", "jecqa-holdout", "mc-parquet")
 
@@ -136,7 +136,7 @@ class NamedConverterArgs:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from yunshan.data.conversations import SFT_FORMATS
-    from yunshan.flags import add_flags
+    from yunshan.arguments.flags import add_flags
 
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     d = sub.add_parser("decontaminate", help="n-gram overlap of training data with the evaluation sets, every hit "
@@ -146,7 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               choices={"format": ("text", *SFT_FORMATS), "on_bad_record": ("fail", "skip")})
     d.add_argument("--config", help="a yunshan run recipe: check its cpt and sft sources against its eval sets "
                                     "(instead of TRAIN files)")
-    from yunshan.flags import add_recipe_flags
+    from yunshan.arguments.flags import add_recipe_flags
 
     prep = sub.add_parser("prepare", help="prepare a corpus at scale on datatrove: clean, mask personal data, "
                                           "decontaminate, deduplicate (local, Ray or Slurm)",
@@ -192,7 +192,7 @@ def run_convert(args: argparse.Namespace) -> int:
     from yunshan.data.convert import ConvertReport, TextArgs, convert_text, read_dataset, read_inputs
     from yunshan.data.files import resolve_paths
     from yunshan.data.records import is_readable
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     a, named = from_flags(ConvertArgs, args), from_flags(NamedConverterArgs, args)
     if a.dataset and a.inputs:
@@ -247,7 +247,7 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
     """`yunshan data decontaminate`: the engine is yunshan.eval.decontamination; this reads the flags (or a pipeline
     recipe's plan, as its decontamination stage makes it) and prints the summary."""
     from yunshan.eval.decontamination import render_decontamination, run_decontamination
-    from yunshan.flags import from_flags
+    from yunshan.arguments.flags import from_flags
 
     a = from_flags(DecontaminateArgs, args)
     if args.config:
@@ -255,15 +255,15 @@ def run_decontaminate_command(args: argparse.Namespace) -> int:
             raise ValueError("give TRAIN files or --config RECIPE.yaml, not both")
         from yunshan.pipeline import PipelineRecipe
         from yunshan.pipeline.stages import decontamination_plan, preference_sources
-        from yunshan.recipe import load_recipe
+        from yunshan.arguments.recipe import load_recipe
 
         recipe = load_recipe(PipelineRecipe, args.config)
         a, cpt_sources, sft_sources = decontamination_plan(recipe, a)
         pref_sources, pref_seed = preference_sources(recipe, a)
     else:
         cpt_sources = sft_sources = None
-    from yunshan.folder_lock import folder_lock
-    from yunshan.folders import check_output_folder
+    from yunshan.io.folder_lock import folder_lock
+    from yunshan.io.folders import check_output_folder
 
     # A second decontamination writing the same --out stops here, before anything is read or written.
     with folder_lock(check_output_folder(a.out, "--out"), "--out"):
@@ -281,11 +281,11 @@ def run_prepare_command(args: argparse.Namespace) -> int:
     (written into the run's prepare folder, as `yunshan run` would)."""
     import yaml
 
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
     from yunshan.prepare.args import PrepareArgs
     from yunshan.prepare.pipeline import describe_prepare, run_prepare
     from yunshan.prepare.report import render_summary
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     with open(args.config, encoding="utf-8") as f:
         top = yaml.safe_load(f) or {}

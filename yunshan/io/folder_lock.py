@@ -1,17 +1,17 @@
 """One lock per output folder: a second yunshan command writing a folder in use stops in one line before it
 touches anything.
 
-    from yunshan.folder_lock import folder_lock
+    from yunshan.io.folder_lock import folder_lock
     with folder_lock("runs/cpt", "training.output_dir"):    # FolderInUse (one line) if another run writes there
         ...
 
 Every command that writes a folder takes it for that folder: `yunshan cpt` and `sft` (training.output_dir),
 `yunshan run` (its run folder; each stage then takes its own folder's), `eval --out`, `export --out`,
 `tokenizer extend --out`, `model import-gguf OUT` and `data decontaminate --out`. A dry run takes none. Once the lock is taken, what killed
-writers left beside the folder is cleaned (yunshan.folders.remove_leftovers).
+writers left beside the folder is cleaned (yunshan.io.folders.remove_leftovers).
 
 The lock is a file beside the folder, `PARENT/.NAME.lock`, not inside it: export, tokenizer extend and import-gguf
-replace their folder as a whole (yunshan.folders.replace_folder), and a stage folder's contents are hashed by
+replace their folder as a whole (yunshan.io.folders.replace_folder), and a stage folder's contents are hashed by
 `yunshan run`. The folder's path is resolved first (symlinks, `..`), so two names of one folder share one lock. The
 file holds its owner as JSON: pid, host, the kernel's boot id and the process's start tick (so a reused pid is
 not mistaken for the owner), the start time and the command line.
@@ -69,7 +69,7 @@ def folder_lock(folder: str | os.PathLike, what: str, log=print):
     if token is not None:
         # No other run writes here now: what killed writers left beside the folder goes (a half-written
         # .NAME.partial-*, an earlier output renamed aside: put back if the folder itself is missing).
-        from yunshan.folders import remove_leftovers
+        from yunshan.io.folders import remove_leftovers
 
         remove_leftovers(Path(os.path.realpath(Path(folder).expanduser())))
     try:

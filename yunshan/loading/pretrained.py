@@ -1,20 +1,20 @@
 """Loading a causal LM and its tokenizer from a folder or Hub id: the one path training, evaluation and chat share.
 
-    from yunshan.pretrained import context_length, load_causal_lm, load_tokenizer, resolve_model_folder
+    from yunshan.loading.pretrained import context_length, load_causal_lm, load_tokenizer, resolve_model_folder
     folder = resolve_model_folder("Qwen/Qwen2.5-0.5B", "main", field="--model")  # a folder; a Hub id -> the HF cache
     tokenizer = load_tokenizer(folder, opt_in="--trust-remote-code")
     model = load_causal_lm(folder, opt_in="--trust-remote-code", dtype=torch.float32)
 
-Every load goes the same way: the reference is resolved once to a local folder (yunshan.hub_download: a Hub id to
-its HF cache snapshot, downloaded unless HF_HUB_OFFLINE=1), the folder is checked (yunshan.folders: a missing
+Every load goes the same way: the reference is resolved once to a local folder (yunshan.loading.hub_download: a Hub id
+to its HF cache snapshot, downloaded unless HF_HUB_OFFLINE=1), the folder is checked (yunshan.io.folders: a missing
 folder or a damaged JSON file is one line naming the file), and transformers' `from_pretrained` is called with
 `trust_remote_code` given explicitly and `local_files_only` (the folder is local by then); its refusal to run a
-folder's own code becomes one line naming the opt-in of the command that loads (yunshan.remote_code). Importing
+folder's own code becomes one line naming the opt-in of the command that loads (yunshan.loading.remote_code). Importing
 yunshan registers PanGu-π and OTCE with the Auto classes, so their folders load without remote code.
 
 What differs between the callers stays with them: `yunshan cpt`/`sft` build a model from a preset or load one in
 training precision (yunshan.training.models), `yunshan eval` wraps it for scoring (yunshan.eval.loading), `yunshan
-chat` loads an adapter's base and the folder's own code on request (yunshan.chat).
+chat` loads an adapter's base and the folder's own code on request (yunshan.serve.chat).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def resolve_model_folder(ref: str | os.PathLike, revision: str | None = None, *,
     """The existing local folder `ref` names: `ref` itself, or the HF cache folder of a Hub id at `revision`
     (`what`: "model" fetches the weights, "tokenizer" only config and tokenizer). Errors are one line naming
     `field`, the flag or recipe field that gave `ref`."""
-    from yunshan.folders import check_model_folder
-    from yunshan.hub_download import resolve_pretrained
+    from yunshan.io.folders import check_model_folder
+    from yunshan.loading.hub_download import resolve_pretrained
 
     folder = resolve_pretrained(ref, revision, what=what, field=field)
     check_model_folder(folder, field)
@@ -42,8 +42,8 @@ def load_tokenizer(folder: str | os.PathLike, *, opt_in: str, trust_remote_code:
     `name` is how the refusal names the model (default: the folder)."""
     from transformers import AutoTokenizer
 
-    from yunshan.folders import readable_by_transformers
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.io.folders import readable_by_transformers
+    from yunshan.loading.remote_code import refuse_remote_code
 
     with refuse_remote_code(name or folder, opt_in), readable_by_transformers(folder, "tokenizer"):
         return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust_remote_code)
@@ -58,8 +58,8 @@ def load_causal_lm(folder: str | os.PathLike, *, opt_in: str, dtype=None, trust_
     from transformers import AutoModelForCausalLM
 
     import yunshan  # noqa: F401  (registers PanGu-π and OTCE with the Auto classes)
-    from yunshan.folders import readable_by_transformers
-    from yunshan.remote_code import refuse_remote_code
+    from yunshan.io.folders import readable_by_transformers
+    from yunshan.loading.remote_code import refuse_remote_code
 
     with refuse_remote_code(name or folder, opt_in), readable_by_transformers(folder, "model"):
         return AutoModelForCausalLM.from_pretrained(
