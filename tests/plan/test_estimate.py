@@ -125,3 +125,33 @@ def test_checkpointing_keeps_one_input_per_layer_and_one_layer_whole():
     layer = (off - tail) / shape.num_layers
     assert on == pytest.approx(shape.num_layers * 2 * shape.hidden_size + layer + tail)
     assert on < off / 10
+
+
+def test_qlora_weights_are_what_bitsandbytes_stores(tmp_path):
+    """The plan's 4-bit weights (NF4, double quantization) against a tiny LLaMA loaded by transformers'
+    BitsAndBytesConfig on this CPU: the packed weights and every quantization constant bitsandbytes keeps, within 1%
+    (bitsandbytes is not a dependency yet: skipped without it)."""
+    bnb = pytest.importorskip("bitsandbytes")
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    config = tiny_llama()
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                      bnb_4bit_compute_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, quantization_config=quantization, device_map="cpu")
+    stored = 0   # the quantized linears: packed weights, absmax per block, the absmaxes' own constants
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            state = module.weight.quant_state
+            stored += module.weight.numel() * module.weight.element_size() + state.absmax.nbytes
+            if state.nested:
+                stored += state.state2.absmax.nbytes
+    assert stored > 0
+    shape = ModelShape.from_config(config)
+    setup = StageSetup(lora=True, lora_r=8, lora_targets=TARGETS, quantization_bits=4)
+    memory = estimate_memory(shape, setup, "single", device="cpu")
+    quantized = memory.detail["quantized_parameters"]
+    assert quantized == shape.layer_linear_parameters * shape.num_layers
+    others = 4 * (shape.parameters - quantized + memory.detail["trainable_parameters"])  # float32, the adapters too
+    assert memory.weights - others == pytest.approx(stored, rel=0.01)

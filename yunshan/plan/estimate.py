@@ -234,11 +234,12 @@ def loss_bytes(shape: ModelShape, setup: StageSetup, tokens: int, compute: int) 
     """(saved, transient) bytes of the next-token loss for `tokens` tokens.
 
     plain: transformers' ForCausalLMLoss upcasts the logits to float32 and keeps the log-softmax (4·V per token);
-    the backward pass holds its gradient, the logits' gradient and its cast (8·V + compute·V). chunked: the head's
-    input gradient is kept (float32) and one chunk's logits, softmax and gradient exist at a time."""
+    the backward pass holds, beside it, its incoming gradient and the logits' gradient (8·V), and that gradient's
+    cast back to 16 bits (compute·V) when the logits were 16-bit. chunked: the head's input gradient is kept
+    (float32) and one chunk's logits, softmax and gradient exist at a time."""
     vocab = shape.vocab_size
     if setup.loss == "plain":
-        return 4 * vocab * tokens, (8 + compute) * vocab * tokens
+        return 4 * vocab * tokens, (8 + (compute if compute < 4 else 0)) * vocab * tokens
     chunk = setup.loss_chunk_tokens or max(1, (8 * 1024 * 1024) // vocab)
     return 4 * shape.hidden_size * tokens, 3 * 4 * vocab * min(chunk, tokens)
 
