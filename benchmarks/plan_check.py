@@ -120,8 +120,9 @@ def run_case(case: str, malloc: str = "fixed") -> dict:
     size, mode = CASES[case]
     shape = ModelShape.from_config(LlamaConfig(**SIZES[size], tie_word_embeddings=False))
     memory = estimate_memory(shape, setup_of(mode), "single", 1, device="cpu")
-    return {"case": case, "malloc": malloc, "size": size, "engine": "one process, " + {"full": "full fine-tuning", "lora": "LoRA r=16",
-            "full-gc": "full fine-tuning, gradient checkpointing"}[mode], "parameters": shape.parameters,
+    engine = {"full": "full fine-tuning", "lora": "LoRA r=16", "full-gc": "full fine-tuning, gradient checkpointing"}
+    return {"case": case, "malloc": malloc, "size": size, "engine": "one process, " + engine[mode],
+            "parameters": shape.parameters,
             "baseline_bytes": result["baseline"], "measured_peak_bytes": peak,
             "predicted_peak_bytes": result["baseline"] + memory.peak,
             "measured_training_bytes": peak - result["baseline"], "predicted_training_bytes": memory.peak,
@@ -155,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = ["| model | engine | malloc | baseline MiB | peak measured MiB | peak predicted MiB | ratio | training measured "
-             "MiB | training predicted MiB | ratio |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | engine | malloc | baseline MiB | peak measured MiB | peak predicted MiB | ratio "
+             "| training measured MiB | training predicted MiB | ratio |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         mib = 2 ** 20
         lines.append(

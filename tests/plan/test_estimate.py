@@ -37,7 +37,8 @@ def test_shape_counts_what_deepspeed_counts(tied):
 @pytest.mark.parametrize("model", ["tiny_llama", "pangu-pi-1b", "pangu-pi-7b"])
 @pytest.mark.parametrize("gpus,nodes", [(1, 1), (8, 1), (8, 4)])
 def test_zero_model_states_within_5_percent_of_deepspeed(model, gpus, nodes):
-    """ZeRO-2 and ZeRO-3 model states per GPU (no offload) against DeepSpeed's estimate_zero2/3_model_states_mem_needs."""
+    """ZeRO-2 and ZeRO-3 model states per GPU (no offload) against DeepSpeed's
+    estimate_zero2_model_states_mem_needs and estimate_zero3_model_states_mem_needs."""
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 

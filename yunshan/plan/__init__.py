@@ -179,8 +179,8 @@ def planned_stages(kind: str, recipe, devices: int, model_override: str | None, 
     def add(name, section, shape, source, new_rows=0, kind_=None):
         steps, steps_from = stage_steps(section, kind_ or name)
         setup = stage_setup(section, shape, new_rows, kind_ or name, bits)
-        stages.append(PlannedStage(name, source, shape, setup, steps, steps_from,
-                                   section.training.per_device_batch_size * section.training.gradient_accumulation_steps))
+        per_step = section.training.per_device_batch_size * section.training.gradient_accumulation_steps
+        stages.append(PlannedStage(name, source, shape, setup, steps, steps_from, per_step))
 
     if kind != "pipeline":
         shape, source = shape_of(recipe.model, model_override)
@@ -256,7 +256,8 @@ def plan_stage(stage: PlannedStage, gpu: dict, devices: int, mfu: float) -> dict
             "setup": {**setup.__dict__, "lora_targets": list(setup.lora_targets or []) or None},
             "trainable_parameters": trainable_parameters(stage.shape, setup),
             "steps": stage.steps, "steps_from": stage.steps_from, "tokens": tokens, "flops": flops,
-            "seconds": seconds, "notes": stage.notes, "usable_bytes": limit, "engines": rows, "recommendation": recommendation}
+            "seconds": seconds, "notes": stage.notes, "usable_bytes": limit, "engines": rows,
+            "recommendation": recommendation}
 
 
 def recommend(rows: list[dict], setup: StageSetup) -> dict:
@@ -312,18 +313,21 @@ def format_plan(plan: dict) -> str:
         shape, setup = st["shape"], st["setup"]
         method = "full fine-tuning"
         if setup["lora"]:
-            method = f"{'QLoRA ' + str(setup['quantization_bits']) + '-bit' if setup['quantization_bits'] else 'LoRA'}" \
-                     f" r={setup['lora_r']}" + (f", new rows: {setup['new_row_training']}" if setup["new_rows"] else "")
+            kind = f"QLoRA {setup['quantization_bits']}-bit" if setup["quantization_bits"] else "LoRA"
+            method = f"{kind} r={setup['lora_r']}" + (
+                f", new rows: {setup['new_row_training']}" if setup["new_rows"] else "")
         rows = f" ({setup['new_rows']:,} new rows)" if setup["new_rows"] else ""
         lines += ["", f"## {st['stage']}: {st['model']}, {_count(shape['parameters'])} parameters, vocabulary "
                       f"{shape['vocab_size']:,}{rows}; {method}, {_count(st['trainable_parameters'])} trained",
                   f"micro-batch {setup['micro_batch']} x {setup['seq_len']:,} tokens"
-                  + (f" x {setup['sequences_per_sample']} (chosen, rejected)" if setup["sequences_per_sample"] > 1 else "")
+                  + (f" x {setup['sequences_per_sample']} (chosen, rejected)"
+                     if setup["sequences_per_sample"] > 1 else "")
                   + f", gradient checkpointing {'on' if setup['gradient_checkpointing'] else 'off'}, "
                     f"{setup['loss']} loss, {setup['attention']} attention"]
         if st["tokens"] is not None:
             f = st["flops"]
-            lines.append(f"{st['steps']:,} steps -> {_count(st['tokens'])} tokens on {devices} devices; "
+            plural = "s" if devices > 1 else ""
+            lines.append(f"{st['steps']:,} steps -> {_count(st['tokens'])} tokens on {devices} device{plural}; "
                          f"{f['total']:.3g} FLOPs (dense {f['dense']:.3g} + attention {f['attention']:.3g}"
                          + (f" + reference {f['reference']:.3g}" if f["reference"] else "")
                          + f"); {format_duration(st['seconds'])} at MFU {plan['mfu']:.0%}")

@@ -277,8 +277,9 @@ def estimate_memory(shape: ModelShape, setup: StageSetup, engine: str, devices: 
         gradients = p * psi_t * (2 if engine == "ddp" else 1)   # DDP's buckets hold a second copy of the gradients
         optimizer = 2 * p * psi_t                                # AdamW's exp_avg and exp_avg_sq in the param dtype
         if not cpu and p == 4 and compute == 2:
-            # autocast keeps a bf16 copy of every weight it multiplies for the backward pass
-            weights += 2 * (shape.matmul_parameters + (psi_t if not full else 0))
+            # autocast keeps a bf16 copy of every weight it multiplies for the backward pass (not of 4-bit weights:
+            # bitsandbytes' matmul keeps the packed weight and dequantizes again in the backward pass)
+            weights += 2 * (shape.matmul_parameters - quantized + (psi_t if not full else 0))
         transient = 0 if cpu else p * psi_t                      # foreach AdamW: one temporary per state on GPUs
     elif engine == "zero2":
         # DeepSpeed's accounting (stage_1_and_2.py, estimate_zero2_model_states_mem_needs): 16-bit params whole;
