@@ -77,3 +77,38 @@ def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys):
     assert "model.name_or_path" in err and "--model" in err and len(err.strip().splitlines()) == 1
     assert main(["plan", str(recipe), "--gpu", "tpu-v9"]) == 1
     assert "a100-80gb" in capsys.readouterr().err
+
+
+def plan_json(capsys, *args) -> dict:
+    assert main(["plan", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_largest_micro_batch_is_the_last_that_fits_and_the_recommendation_follows(tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
+    from yunshan.models import preset_config
+    from yunshan.plan.estimate import ModelShape, StageSetup, estimate_memory
+
+    recipe = ROOT / "recipes" / "pangu-pi-7b_cpt_full.yaml"
+    monkeypatch.setenv("YUNSHAN_MODELS", str(tmp_path))
+    # Checkpointing off and 8 sequences of 4,096 tokens: no engine holds it on 8 x A100-80GB, so the plan turns
+    # checkpointing on, with the first engine (least communication first) that then fits.
+    plan = plan_json(capsys, recipe, "--gpu", "a100-80gb", "--gpus", "8", "training.gradient_checkpointing=false",
+                     "training.per_device_batch_size=8")
+    (stage,) = plan["stages"]
+    assert not any(r["fits"] for r in stage["engines"])
+    rec = stage["recommendation"]
+    assert rec["gradient_checkpointing"] and rec["micro_batch"] == 8
+    fitting = [r["engine"] for r in stage["engines"] if r["max_micro_batch_checkpointing"] >= 8]
+    assert rec["engine"] == [e for e in ("ddp", "zero2", "fsdp2", "zero3") if e in fitting][0]
+    # The largest micro-batch: it fits, one more does not.
+    shape = ModelShape.from_config(preset_config("pangu-pi-7b")).with_vocab(stage["shape"]["vocab_size"])
+    setup = StageSetup(**{**stage["setup"], "lora_targets": None, "gradient_checkpointing": True})
+    for row in stage["engines"]:
+        best = row["max_micro_batch_checkpointing"]
+        peak = [estimate_memory(shape, replace(setup, micro_batch=b), row["engine"], 8).peak for b in (best, best + 1)]
+        assert peak[0] <= stage["usable_bytes"] < peak[1] if best else stage["usable_bytes"] < peak[1]
+    # One 24 GB GPU holds no full fine-tuning of 7B at all: the plan says so instead of naming an engine.
+    (alone,) = plan_json(capsys, recipe, "--gpu", "l4", "--gpus", "1")["stages"]
+    assert alone["recommendation"]["engine"] is None and alone["engines"][0]["max_micro_batch_checkpointing"] == 0
