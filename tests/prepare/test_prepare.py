@@ -424,7 +424,7 @@ def test_the_laws_recipes_read_the_prepared_corpus_and_unprepared_gives_back_the
     leaves every other source alone."""
     from yunshan.pipeline import PipelineRecipe
     from yunshan.pipeline.stages import unprepared
-    from yunshan.recipe import load_recipe
+    from yunshan.arguments.recipe import load_recipe
 
     monkeypatch.setenv("YUNSHAN_REALDATA", "/nonexistent/realdata")  # paths are only compared, never opened
     root = Path(__file__).resolve().parents[2]

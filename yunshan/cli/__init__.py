@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cpt": ("yunshan.training.cpt", "continual pretraining with token-exact replay mixing"),
     "sft": ("yunshan.training.sft", "single-stage mixed SFT on general and domain instructions"),
     "pref": ("yunshan.training.preference", "preference tuning after SFT: DPO, IPO, KTO, ORPO, SimPO (TRL)"),
+    "plan": ("yunshan.plan", "memory per GPU and time of a recipe's training stages on each engine, before a run"),
     "data": ("yunshan.cli.data", "convert released datasets into yunshan JSONL, messages SFT data and eval layouts"),
     "eval": ("yunshan.eval.commands", "run FinEval/C-Eval, FinanceIQ/CMMLU, LawBench, JEC-QA, BPC, compression, diversity"),
     "chat": ("yunshan.serve.chat", "talk to a model in the terminal (streamed), or answer prompts as JSON lines"),
