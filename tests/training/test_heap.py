@@ -97,3 +97,52 @@ def test_release_memory_collects_cycles_and_trims_the_heap():
     assert still_alive == "True" and int(before) < 10  # freed, yet resident: nothing went back by itself
     assert collected == "True" and int(after) > 200  # of 64 MiB of tensor + 150 MiB of heap
 
+
+
+# Every training stage caps the heap as it starts (training/setup.py start_run): the same freed blocks go back after
+# a stage's start_run, and not after a dry run's (which trains nothing and leaves the process as it was).
+STAGE_PROBE = """
+import ctypes, json, sys
+from yunshan.arguments.recipe import load_recipe
+from yunshan.training.cpt import CptArgs
+from yunshan.training.sft import SftArgs
+from yunshan.training.setup import start_run
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+kind, dry, folder, data = sys.argv[1], sys.argv[2] == "dry", sys.argv[3], sys.argv[4]
+cls = {"cpt": CptArgs, "sft": SftArgs}[kind]
+source = {"name": "d", "path": data} if kind == "cpt" else {"name": "d", "path": data, "format": "alpaca"}
+recipe = load_recipe(cls, data={"model": {"preset": "tiny"}, "data": {"sources": [source]},
+                                "training": {"output_dir": folder, "max_steps": 1}})
+start_run(recipe, kind, dry)
+libc.free(libc.malloc(3 << 20))
+blocks = [libc.malloc(3 << 19) for _ in range(200)]
+for block in blocks:
+    ctypes.memset(block, 1, 3 << 19)
+held = rss()
+for block in blocks[::2]:
+    libc.free(block)
+print((held - rss()) >> 20)
+"""
+
+
+@pytest.mark.parametrize("kind", ["cpt", "sft"])
+def test_a_training_stage_caps_the_heap_as_it_starts_and_a_dry_run_does_not(kind, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x", "instruction": "q", "output": "a"}\n')
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+
+    def returned(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", STAGE_PROBE, kind, mode, str(tmp_path / mode), str(data)],
+                             capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return int(out.stdout.split()[-1])
+
+    assert returned("run") > 140  # of 150 MiB freed
+    assert returned("dry") < 10

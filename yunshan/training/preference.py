@@ -422,12 +422,8 @@ def run_pref(recipe: PrefArgs, dry_run: bool = False, callbacks: list | None = N
 
 
 def _run_pref(recipe: PrefArgs, dry_run: bool, callbacks: list | None) -> dict:
-    from yunshan.training.heap import cap_heap_growth
-
     started = time.time()
-    if not dry_run:
-        cap_heap_growth()  # else the resident set climbs with every step (yunshan.training.heap)
-    run = _set_up(recipe, dry_run)
+    run = _set_up(recipe, dry_run)  # caps glibc's heap growth (start_run, yunshan.training.heap)
     if not isinstance(run, PrefRun):
         return run
     trainer, engine, monitor, bpc, train_loss = _train(run, callbacks)

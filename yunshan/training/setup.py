@@ -3,8 +3,9 @@
 Each stage's `_set_up` is these phases in this order, each one call into the module that owns it (the shape of
 litgpt's setup and torchtune's recipe `setup`); the stage adds only its own data and what it alone does to the model:
 
-    run = start_run(recipe, "cpt", dry_run)                    # the run: its folder checked, precision, seed, and
-                                                               #   what a rerun does (resume.plan_run)
+    run = start_run(recipe, "cpt", dry_run)                    # the run: its folder checked, precision, seed,
+                                                               #   what a rerun does (resume.plan_run), the heap
+                                                               #   capped (heap.py)
     model_args, tok_path, base_path = resolve_sources(recipe)  # the folders: Hub ids resolved (models.py)
     tokens = load_tokenizers(recipe, tok_path, base_path)      # the run's tokenizer, the base's, the ids it adds
     ...                                                        # the stage's data
@@ -77,6 +78,10 @@ def start_run(recipe, kind: str, dry_run: bool, safe: tuple[str, ...] | Callable
     plan = plan_run(recipe, kind, out, resume_from, per_step, safe(resume_from) if callable(safe) else safe)
     if plan.action == "done" and not dry_run:
         return finished_summary(out, plan)
+    if not dry_run:
+        from yunshan.training.heap import cap_heap_growth
+
+        cap_heap_growth()  # else glibc keeps what each step frees and the resident set climbs (training/heap.py)
     return RunStart(kind=kind, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
                     precision_reason=precision_reason, per_step=per_step, resume_from=resume_from, plan=plan)
 
