@@ -121,7 +121,7 @@ def make_tokenize(tokenizer, add_bos: str | bool):
     head = [bos] if add_bos else []
 
     def tokenize(texts: list[str]) -> list[list[int]]:
-        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
         return [head + x + [eos] for x in ids]
 
     return tokenize
