@@ -756,19 +756,23 @@ def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(set
     assert [r["step"] for r in log if r.get("event") == "resume"] == [2]
 
 
-def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup, tmp_path):
+def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup, tmp_path, capsys):
     """Issue 27 item 4: a finished 2-step run rerun with max_steps 4 and SIGKILLed once checkpoint-4 is complete,
     that is during its final save. The folder then holds no final marker (the rerun removed it before changing
     anything), so `yunshan export` refuses it in one line; the next run finishes from checkpoint-4, removes what the
     killed save left (safetensors' .tmp files) and writes the marker last, and the export goes through."""
     from yunshan.artifacts import FinalOutputs
+    from yunshan.cli import main
+
+    # The killed rerun is a process of its own (SIGKILL); the runs and exports around it run in this one (the same
+    # `main` the command line calls), which saves three interpreter starts.
 
     out = tmp_path / "run"
     data = recipe_dict(setup, out, max_steps=2, save_steps=2)
     data["monitor"] = {"every_steps": 0}
     path = write_recipe(tmp_path / "run.yaml", data)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], check=True, env=env, capture_output=True)
+    assert main(["cpt", "--config", str(path)]) == 0
     assert json.loads((out / FinalOutputs.FILE).read_text())["step"] == 2
     longer = YUNSHAN + ["cpt", "--config", str(path), "training.max_steps=4"]
     proc = subprocess.Popen(longer, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -781,22 +785,20 @@ def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup,
     assert not (out / FinalOutputs.FILE).exists()
     assert yaml.safe_load((out / "recipe.yaml").read_text())["training"]["max_steps"] == 4
     (out / ".tmpa1B2c3").write_bytes(b"\0" * 4096)  # what safetensors leaves when killed mid-file
-    export = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
-                            capture_output=True, text=True)
-    assert export.returncode == 1 and export.stderr.count("\n") == 1, export.stderr
-    assert "final save did not complete" in export.stderr and "run the same `yunshan cpt`" in export.stderr
+    capsys.readouterr()
+    assert main(["export", str(out), "--out", str(tmp_path / "export")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "final save did not complete" in err and "run the same `yunshan cpt`" in err
     assert not (tmp_path / "export").exists()
-    finished = subprocess.run(longer, env=env, capture_output=True, text=True)
-    assert finished.returncode == 0, finished.stderr[-2000:]
-    assert "finishing from the last step's checkpoint" in finished.stdout
+    assert main(longer[3:]) == 0
+    assert "finishing from the last step's checkpoint" in capsys.readouterr().out
     marker = json.loads((out / FinalOutputs.FILE).read_text())
     assert marker["step"] == 4 and "model.safetensors" in marker["files"] and "recipe.yaml" in marker["files"]
     assert not list(out.glob(".tmp*"))
     assert _weights_equal(out / "checkpoints/checkpoint-4/model.safetensors", out / "model.safetensors")
     assert json.loads((out / "data_report.json").read_text())["steps"] == 4
-    again = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
-                           capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
+    assert main(["export", str(out), "--out", str(tmp_path / "export")]) == 0
 
 
 def test_a_full_disk_during_the_final_save_is_one_line_and_the_rerun_finishes(setup, tmp_path, monkeypatch, capsys):
