@@ -24,6 +24,17 @@ ROOT = Path(__file__).resolve().parents[2]
 YUNSHAN = [sys.executable, "-m", "yunshan.cli"]
 
 
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`yunshan ARGV` through the command line's own `main`, in this process (an interpreter start saved): the exit
+    code, stdout and stderr."""
+    from yunshan.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("cpt")
@@ -171,7 +182,7 @@ def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path, pre
         assert abs(a - b) < tolerance * max(1.0, abs(a))
 
 
-def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
+def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path, capsys):
     root, files, _, _ = setup
     bad = tmp_path / "bad.jsonl"
     bad.write_text(open(files["mid"]).read()[:2000].rsplit("\n", 1)[0] + "\n" + '{"txt": "no field"}\n'
@@ -180,9 +191,9 @@ def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
     data["data"]["sources"][1]["path"] = str(bad)
     data["monitor"] = {"every_steps": 0}
     recipe = write_recipe(tmp_path / "fail.yaml", data)
-    result = subprocess.run(YUNSHAN + ["cpt", "--config", str(recipe)], capture_output=True, text=True)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"{bad}:" in result.stderr and "missing_field" in result.stderr and "'text'" in result.stderr
+    code, _, err = cli(capsys, "cpt", "--config", str(recipe))
+    assert code == 1 and "Traceback" not in err
+    assert f"{bad}:" in err and "missing_field" in err and "'text'" in err
     data["data"]["on_bad_record"] = "skip"
     data["training"]["output_dir"] = str(tmp_path / "skip")
     run_cpt(load_recipe(CptArgs, data=data))
@@ -680,7 +691,7 @@ def _weights_equal(a: Path, b: Path) -> bool:
     return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
+def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path, capsys):
     """A second `yunshan cpt` of a finished run says so and exits 0 without a step: the weights, report and log are
     the bytes the first run wrote, and no checkpoint past max_steps appears."""
     data = recipe_dict(setup, tmp_path / "run", max_steps=4, save_steps=2)
@@ -689,9 +700,9 @@ def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
     run_cpt(load_recipe(CptArgs, path))
     run = tmp_path / "run"
     before = {name: (run / name).read_bytes() for name in ("model.safetensors", "data_report.json", "log.jsonl")}
-    again = subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert "already finished" in again.stdout and "4 of 4 steps" in again.stdout
+    code, out, err = cli(capsys, "cpt", "--config", str(path))
+    assert code == 0, err[-2000:]
+    assert "already finished" in out and "4 of 4 steps" in out
     assert {name: (run / name).read_bytes() for name in before} == before
     assert latest_complete_checkpoint(run / "checkpoints").name == "checkpoint-4"
 
@@ -724,7 +735,7 @@ def test_a_kill_after_the_last_checkpoint_finishes_with_the_uninterrupted_weight
     assert rb["embedding_warmup"]["steps"] == ra["embedding_warmup"]["steps"] == 2
 
 
-def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(setup, tmp_path):
+def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(setup, tmp_path, capsys):
     """Resuming with another seq_len, source weight, data seed or a shorter run is refused in one line listing the
     changed fields (nothing is trained); logging and a longer run are allowed and recorded in the data report."""
     import shutil
@@ -737,14 +748,14 @@ def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(set
     shutil.rmtree(run / "checkpoints/checkpoint-4")  # as if killed after checkpoint 2
     for name in ("model.safetensors", "data_report.json"):
         (run / name).unlink()
-    changed = subprocess.run(YUNSHAN + ["cpt", "--config", str(path), "data.seq_len=32", "data.sources.long.weight=0.7",
-                                        "data.seed=1", "training.max_steps=3"], capture_output=True, text=True)
-    assert changed.returncode == 1 and "Traceback" not in changed.stderr
-    assert len(changed.stderr.strip().splitlines()) == 1, changed.stderr
+    code, _, err = cli(capsys, "cpt", "--config", str(path), "data.seq_len=32", "data.sources.long.weight=0.7",
+                       "data.seed=1", "training.max_steps=3")
+    assert code == 1 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
     for change in ("data.seq_len 64 -> 32", "data.sources.long.weight 0.5 -> 0.7", "data.seed 0 -> 1",
                    "training.max_steps 4 -> 3"):
-        assert change in changed.stderr, change
-    assert "checkpoint-2" in changed.stderr and "training.resume=never" in changed.stderr
+        assert change in err, change
+    assert "checkpoint-2" in err and "training.resume=never" in err
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["checkpoint-2"]
     summary = run_cpt(load_recipe(CptArgs, path, ["training.logging_steps=1", "training.max_steps=6"]))
     assert summary["steps"] == 6
