@@ -105,7 +105,8 @@ class Settings:
     learning_rate: float = 2e-3
     warmup_steps: int = 15
     seeds: tuple = (0, 1, 2)
-    eval_limit: int | None = None  # held-out documents for bpc and diversity (None: the whole file)
+    eval_limit: int | None = None  # held-out documents for diversity (None: the whole file)
+    eval_chars: int | None = None  # characters of the held-out text bpc scores (None: all; a .txt is one document)
     decode_rounds: int = 5
     decode_tokens: int = 32
     # S: steps of the 1:0 run (a multiple of 3 so that 3:1 trains a whole 4S/3); 13S/3 = 156 SmolLM2 steps in all,
@@ -121,12 +122,13 @@ class Settings:
 
 
 # The settings an ablation run depends on (a rerun reuses a finished run when these are unchanged).
-ABLATION_FIELDS = ("vocab_size", "seq_len", "batch_size", "learning_rate", "warmup_steps", "eval_limit", "block_size")
+ABLATION_FIELDS = ("vocab_size", "seq_len", "batch_size", "learning_rate", "warmup_steps", "eval_limit", "eval_chars",
+                    "block_size")
 
 SMOKE = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, intermediate_size=64, aug_reduction=8,
              wide_layers=1, seq_len=64, batch_size=2, vanilla_steps=3, warmup_steps=1, seeds=(0, 1), eval_limit=12,
-             decode_rounds=1, decode_tokens=4, replay_domain_steps=3, replay_batch_size=2, replay_seq_len=64,
-             heldout_chars=1500, block_size=32, replay_seeds=(0,))
+             eval_chars=3000, decode_rounds=1, decode_tokens=4, replay_domain_steps=3, replay_batch_size=2,
+             replay_seq_len=64, heldout_chars=1500, block_size=32, replay_seeds=(0,))
 
 
 def sample_path(*parts: str) -> str:
@@ -261,13 +263,15 @@ def cpt_recipe(out: Path, model: dict, tokenizer: str, sources: dict[str, tuple[
     })
 
 
-def evaluate(model_dir: Path, tasks: list[str], heldout: dict[str, str], dtype: str, limit: int | None) -> dict:
-    """`yunshan eval` (run_eval) on one model: the bpc and/or diversity tasks on the held-out files."""
+def evaluate(model_dir: Path, tasks: list[str], heldout: dict[str, str], dtype: str, limit: int | None,
+             max_chars: int | None = None) -> dict:
+    """`yunshan eval` (run_eval) on one model: the bpc and/or diversity tasks on the held-out files (bpc on their
+    first `max_chars` characters, the whole files when None)."""
     from yunshan.eval.commands import EvalArgs, run_eval
 
     args = EvalArgs(model=[str(model_dir)], tasks=tasks, heldout=[f"{k}={v}" for k, v in heldout.items()],
-                    diversity_text=heldout.get("general"), dtype=dtype, limit=limit, hash_weights=False,
-                    progress=False, out=str(model_dir / "eval"))
+                    diversity_text=heldout.get("general"), dtype=dtype, limit=limit, max_chars=max_chars,
+                    hash_weights=False, progress=False, out=str(model_dir / "eval"))
     report = run_eval(args)
     return {task: report["tasks"][task]["results"][model_dir.name] for task in tasks}
 
@@ -293,7 +297,7 @@ def train_variant(s: Settings, name: str, seed: int, steps: int, overrides: dict
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     step = timer.median_step()
     heldout = {"general": sample_path("heldout/general.txt")}
-    scores = evaluate(out, ["bpc", "diversity"], heldout, "float32", s.eval_limit)
+    scores = evaluate(out, ["bpc", "diversity"], heldout, "float32", s.eval_limit, s.eval_chars)
     result = {"steps": summary["steps"], "train_loss": summary["train_loss"], "seconds": seconds,
               "cpu_seconds": time.process_time() - cpu, "cpu_per_step": timer.median_cpu_step(),
               "tokens_trained": summary["data_report"].tokens_trained,

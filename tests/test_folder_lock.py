@@ -198,7 +198,7 @@ def test_every_command_that_writes_a_folder_stops_in_one_line_before_touching_it
             assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == [".out.lock"], command
 
 
-def test_a_second_cpt_on_a_running_folder_stops_and_the_first_finishes(inputs, tmp_path):
+def test_a_second_cpt_on_a_running_folder_stops_and_the_first_finishes(inputs, tmp_path, capsys):
     """The issue's case: two `yunshan cpt` on one output_dir at once. The second stops in one line before touching
     anything (the first's recipe.yaml stays), the first finishes as if alone and releases the lock."""
     root, _ = inputs
@@ -212,13 +212,15 @@ def test_a_second_cpt_on_a_running_folder_stops_and_the_first_finishes(inputs, t
         time.sleep(0.05)
     proc.send_signal(signal.SIGSTOP)  # held mid-run while the second starts, however fast this machine is
     recipe_before = (out / "recipe.yaml").read_bytes()
-    try:
-        second = subprocess.run([*first[:-1], "training.max_steps=12"], capture_output=True, text=True, timeout=300)
+    try:  # the second in this process (the same `main` as the command line): one interpreter start fewer
+        capsys.readouterr()
+        code = main([*first[3:-1], "training.max_steps=12"])
+        err = capsys.readouterr().err
     finally:
         proc.send_signal(signal.SIGCONT)
-    assert second.returncode == 1
-    assert second.stderr.count("\n") == 1 and "is in use by another yunshan run" in second.stderr, second.stderr
-    assert f"pid {proc.pid}" in second.stderr
+    assert code == 1
+    assert err.count("\n") == 1 and "is in use by another yunshan run" in err, err
+    assert f"pid {proc.pid}" in err
     assert (out / "recipe.yaml").read_bytes() == recipe_before
     assert proc.wait(timeout=300) == 0, proc.stdout.read()[-3000:]
     assert yaml.safe_load((out / "recipe.yaml").read_text())["training"]["max_steps"] == 6

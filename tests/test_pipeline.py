@@ -98,6 +98,9 @@ def tiny_recipe(tmp: Path, export: bool = False) -> dict:
                                 "report_texts": [f"{s}/heldout/finance.txt", f"{s}/heldout/general.txt"]},
         "eval": {"tasks": ["bpc", "fineval", f"mc:bank={mc}", f"qa={qa}", "chat_loss"], "limit": 2, "shots": 0,
                  "mode": "cloze", "max_length": 256, "max_new_tokens": 8,  # 256: the instruction set fits
+                 # the first 3,000 characters of each held-out text (a .txt is one document, so `limit` leaves
+                 # it whole: 55-60k characters scored by every model of every run, most of these tests' time)
+                 "max_chars": 3000,
                  "heldout": [f"general={s}/heldout/general.txt", f"finance={s}/heldout/finance.txt"],
                  # a held-out instruction set, scored before and after as SFT trains (its loss on the answers)
                  "instructions": [{"name": "advice", "path": instructions, "format": "alpaca",

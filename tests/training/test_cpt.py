@@ -24,6 +24,17 @@ ROOT = Path(__file__).resolve().parents[2]
 YUNSHAN = [sys.executable, "-m", "yunshan.cli"]
 
 
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`yunshan ARGV` through the command line's own `main`, in this process (an interpreter start saved): the exit
+    code, stdout and stderr."""
+    from yunshan.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("cpt")
@@ -99,7 +110,7 @@ def test_a_run_folder_and_its_checkpoints_have_the_users_umask(setup, tmp_path):
 def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path, precision):
     """Bit-identical weights after SIGKILL + resume, in float32 and under bf16 autocast (what `auto` picks on
     AMX / AVX-512 BF16 CPUs): the resumed run replays exactly the same operations."""
-    data = recipe_dict(setup, tmp_path / "a", max_steps=30, save_steps=6, precision=precision)
+    data = recipe_dict(setup, tmp_path / "a", max_steps=18, save_steps=6, precision=precision)
     data["monitor"] = {"every_steps": 0}
     recipe_a = write_recipe(tmp_path / "a.yaml", data)
     data["training"]["output_dir"] = str(tmp_path / "b")
@@ -109,7 +120,7 @@ def test_sigkill_then_resume_auto_equals_an_uninterrupted_run(setup, tmp_path, p
     proc = subprocess.Popen(YUNSHAN + ["cpt", "--config", str(recipe_b)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while not (tmp_path / "b/checkpoints/checkpoint-12/COMPLETE").exists():
+    while not (tmp_path / "b/checkpoints/checkpoint-6/COMPLETE").exists():  # then 12 steps to go: killed mid-run
         assert proc.poll() is None and time.time() < deadline, "run b ended before its checkpoint"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -171,7 +182,7 @@ def test_two_processes_match_one_with_the_same_global_batch(setup, tmp_path, pre
         assert abs(a - b) < tolerance * max(1.0, abs(a))
 
 
-def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
+def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path, capsys):
     root, files, _, _ = setup
     bad = tmp_path / "bad.jsonl"
     bad.write_text(open(files["mid"]).read()[:2000].rsplit("\n", 1)[0] + "\n" + '{"txt": "no field"}\n'
@@ -180,9 +191,9 @@ def test_bad_records_fail_with_location_or_are_counted(setup, tmp_path):
     data["data"]["sources"][1]["path"] = str(bad)
     data["monitor"] = {"every_steps": 0}
     recipe = write_recipe(tmp_path / "fail.yaml", data)
-    result = subprocess.run(YUNSHAN + ["cpt", "--config", str(recipe)], capture_output=True, text=True)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"{bad}:" in result.stderr and "missing_field" in result.stderr and "'text'" in result.stderr
+    code, _, err = cli(capsys, "cpt", "--config", str(recipe))
+    assert code == 1 and "Traceback" not in err
+    assert f"{bad}:" in err and "missing_field" in err and "'text'" in err
     data["data"]["on_bad_record"] = "skip"
     data["training"]["output_dir"] = str(tmp_path / "skip")
     run_cpt(load_recipe(CptArgs, data=data))
@@ -680,7 +691,7 @@ def _weights_equal(a: Path, b: Path) -> bool:
     return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
+def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path, capsys):
     """A second `yunshan cpt` of a finished run says so and exits 0 without a step: the weights, report and log are
     the bytes the first run wrote, and no checkpoint past max_steps appears."""
     data = recipe_dict(setup, tmp_path / "run", max_steps=4, save_steps=2)
@@ -689,9 +700,9 @@ def test_rerunning_a_finished_run_leaves_it_alone(setup, tmp_path):
     run_cpt(load_recipe(CptArgs, path))
     run = tmp_path / "run"
     before = {name: (run / name).read_bytes() for name in ("model.safetensors", "data_report.json", "log.jsonl")}
-    again = subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert "already finished" in again.stdout and "4 of 4 steps" in again.stdout
+    code, out, err = cli(capsys, "cpt", "--config", str(path))
+    assert code == 0, err[-2000:]
+    assert "already finished" in out and "4 of 4 steps" in out
     assert {name: (run / name).read_bytes() for name in before} == before
     assert latest_complete_checkpoint(run / "checkpoints").name == "checkpoint-4"
 
@@ -724,7 +735,7 @@ def test_a_kill_after_the_last_checkpoint_finishes_with_the_uninterrupted_weight
     assert rb["embedding_warmup"]["steps"] == ra["embedding_warmup"]["steps"] == 2
 
 
-def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(setup, tmp_path):
+def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(setup, tmp_path, capsys):
     """Resuming with another seq_len, source weight, data seed or a shorter run is refused in one line listing the
     changed fields (nothing is trained); logging and a longer run are allowed and recorded in the data report."""
     import shutil
@@ -737,14 +748,14 @@ def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(set
     shutil.rmtree(run / "checkpoints/checkpoint-4")  # as if killed after checkpoint 2
     for name in ("model.safetensors", "data_report.json"):
         (run / name).unlink()
-    changed = subprocess.run(YUNSHAN + ["cpt", "--config", str(path), "data.seq_len=32", "data.sources.long.weight=0.7",
-                                        "data.seed=1", "training.max_steps=3"], capture_output=True, text=True)
-    assert changed.returncode == 1 and "Traceback" not in changed.stderr
-    assert len(changed.stderr.strip().splitlines()) == 1, changed.stderr
+    code, _, err = cli(capsys, "cpt", "--config", str(path), "data.seq_len=32", "data.sources.long.weight=0.7",
+                       "data.seed=1", "training.max_steps=3")
+    assert code == 1 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
     for change in ("data.seq_len 64 -> 32", "data.sources.long.weight 0.5 -> 0.7", "data.seed 0 -> 1",
                    "training.max_steps 4 -> 3"):
-        assert change in changed.stderr, change
-    assert "checkpoint-2" in changed.stderr and "training.resume=never" in changed.stderr
+        assert change in err, change
+    assert "checkpoint-2" in err and "training.resume=never" in err
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["checkpoint-2"]
     summary = run_cpt(load_recipe(CptArgs, path, ["training.logging_steps=1", "training.max_steps=6"]))
     assert summary["steps"] == 6
@@ -756,19 +767,23 @@ def test_a_resume_refuses_a_changed_data_stream_and_records_the_safe_changes(set
     assert [r["step"] for r in log if r.get("event") == "resume"] == [2]
 
 
-def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup, tmp_path):
+def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup, tmp_path, capsys):
     """Issue 27 item 4: a finished 2-step run rerun with max_steps 4 and SIGKILLed once checkpoint-4 is complete,
     that is during its final save. The folder then holds no final marker (the rerun removed it before changing
     anything), so `yunshan export` refuses it in one line; the next run finishes from checkpoint-4, removes what the
     killed save left (safetensors' .tmp files) and writes the marker last, and the export goes through."""
     from yunshan.io.artifacts import FinalOutputs
+    from yunshan.cli import main
+
+    # The killed rerun is a process of its own (SIGKILL); the runs and exports around it run in this one (the same
+    # `main` the command line calls), which saves three interpreter starts.
 
     out = tmp_path / "run"
     data = recipe_dict(setup, out, max_steps=2, save_steps=2)
     data["monitor"] = {"every_steps": 0}
     path = write_recipe(tmp_path / "run.yaml", data)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    subprocess.run(YUNSHAN + ["cpt", "--config", str(path)], check=True, env=env, capture_output=True)
+    assert main(["cpt", "--config", str(path)]) == 0
     assert json.loads((out / FinalOutputs.FILE).read_text())["step"] == 2
     longer = YUNSHAN + ["cpt", "--config", str(path), "training.max_steps=4"]
     proc = subprocess.Popen(longer, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -781,22 +796,20 @@ def test_a_kill_during_the_final_save_of_a_longer_rerun_is_never_exported(setup,
     assert not (out / FinalOutputs.FILE).exists()
     assert yaml.safe_load((out / "recipe.yaml").read_text())["training"]["max_steps"] == 4
     (out / ".tmpa1B2c3").write_bytes(b"\0" * 4096)  # what safetensors leaves when killed mid-file
-    export = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
-                            capture_output=True, text=True)
-    assert export.returncode == 1 and export.stderr.count("\n") == 1, export.stderr
-    assert "final save did not complete" in export.stderr and "run the same `yunshan cpt`" in export.stderr
+    capsys.readouterr()
+    assert main(["export", str(out), "--out", str(tmp_path / "export")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "final save did not complete" in err and "run the same `yunshan cpt`" in err
     assert not (tmp_path / "export").exists()
-    finished = subprocess.run(longer, env=env, capture_output=True, text=True)
-    assert finished.returncode == 0, finished.stderr[-2000:]
-    assert "finishing from the last step's checkpoint" in finished.stdout
+    assert main(longer[3:]) == 0
+    assert "finishing from the last step's checkpoint" in capsys.readouterr().out
     marker = json.loads((out / FinalOutputs.FILE).read_text())
     assert marker["step"] == 4 and "model.safetensors" in marker["files"] and "recipe.yaml" in marker["files"]
     assert not list(out.glob(".tmp*"))
     assert _weights_equal(out / "checkpoints/checkpoint-4/model.safetensors", out / "model.safetensors")
     assert json.loads((out / "data_report.json").read_text())["steps"] == 4
-    again = subprocess.run(YUNSHAN + ["export", str(out), "--out", str(tmp_path / "export")], env=env,
-                           capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
+    assert main(["export", str(out), "--out", str(tmp_path / "export")]) == 0
 
 
 def test_a_full_disk_during_the_final_save_is_one_line_and_the_rerun_finishes(setup, tmp_path, monkeypatch, capsys):

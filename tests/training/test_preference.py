@@ -431,7 +431,7 @@ def test_killed_by_sigkill_and_resumed_equals_uninterrupted(world, tmp_path):
     assert report["resumes"][0]["step"] == 4
 
 
-def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
+def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     good = pairs(20, 3)
     bad.write_text("".join(json.dumps(r) + "\n" for r in good) + json.dumps(
@@ -440,10 +440,12 @@ def test_bad_input_stops_with_one_line_or_is_counted(world, tmp_path):
     data = recipe_data(world, tmp_path / "out")
     data["data"]["sources"] = [{"name": "s", "path": str(bad), "format": "pairs"}]
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(data))
-    result = subprocess.run([sys.executable, "-m", "yunshan.cli", "pref", "--config", str(tmp_path / "r.yaml")],
-                            capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"{bad}:21: field 'rejected': identical_answers" in result.stderr
+    from yunshan.cli import main  # the command line's own main, in this process (an interpreter start saved)
+
+    capsys.readouterr()
+    code, err = main(["pref", "--config", str(tmp_path / "r.yaml")]), capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert f"{bad}:21: field 'rejected': identical_answers" in err
     from transformers import AutoTokenizer
 
     from yunshan.training.preference import build_preference_data
