@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=512, help="CPT tokens per sequence (the laws recipe: 512)")
     parser.add_argument("--losses", nargs="+", default=["plain", "chunked"], choices=["plain", "chunked"],
                         help="chunked alone where the plain loss would not fit in this machine's memory")
+    parser.add_argument("--checkpointing", action="store_true",
+                        help="gradient checkpointing on in both runs (the laws recipes' setting)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -172,8 +174,9 @@ def main() -> None:
     rows = []
 
     def save():
-        done = {(r["model"], r["stage"], r["precision"], r["seq_len"]) for r in rows}
-        earlier = [r for r in kept if (r["model"], r["stage"], r["precision"], r.get("seq_len")) not in done]
+        done = {(r["model"], r["stage"], r["precision"], r["seq_len"], r["checkpointing"]) for r in rows}
+        earlier = [r for r in kept if (r["model"], r["stage"], r["precision"], r.get("seq_len"),
+                                       r.get("checkpointing", False)) not in done]
         path.write_text(json.dumps({"rows": earlier + rows}, indent=1))
         return earlier + rows
 
@@ -184,7 +187,7 @@ def main() -> None:
                     runs = {}
                     for loss in args.losses:
                         spec = {"model": str(model), "stage": stage, "loss": loss, "precision": precision,
-                                "steps": args.steps, "seq_len": args.seq_len}
+                                "steps": args.steps, "seq_len": args.seq_len, "checkpointing": args.checkpointing}
                         folder = Path(tmp) / f"{model.name}-{stage}-{precision}-{loss}"
                         folder.mkdir()
                         runs[loss] = run_child(spec, folder)
@@ -197,21 +200,23 @@ def main() -> None:
                     assert chunked.get("failed") or chunked["loss_mode"]["value"] == "chunked", chunked["loss_mode"]
                     rows.append({"model": model.name, "stage": stage, "precision": precision,
                                  "seq_len": args.seq_len if stage == "cpt" else None, "steps": args.steps,
+                                 "checkpointing": args.checkpointing,
                                  "measured": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu_name(),
                                  "plain": plain, "chunked": chunked,
                                  "first_loss_rel": relative_difference(plain["losses"][:1], chunked["losses"][:1]),
                                  "losses_rel": relative_difference(plain["losses"], chunked["losses"])})
                     save()
     rows = save()
-    print("\n| model | stage | precision | tokens/step | peak RSS plain | peak RSS chunked | ratio | tokens/s plain "
+    print("\n| model | stage | precision | checkpointing | tokens/step | peak RSS plain | peak RSS chunked | ratio | tokens/s plain "
           "| tokens/s chunked | losses: largest relative difference (first step) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         p, c = r["plain"], r["chunked"]
         plain_peak = "not run" if p["peak_rss_gb"] is None else f"{p['peak_rss_gb']:.2f} GB" + (
             " (killed)" if p.get("failed") else "")
         ratio = c["peak_rss_gb"] / p["peak_rss_gb"] if p["peak_rss_gb"] and c["peak_rss_gb"] else None
-        print(f"| {r['model']} | {r['stage']} | {r['precision']} | {cell(c['tokens_per_step'], ',.0f')} | "
+        print(f"| {r['model']} | {r['stage']} | {r['precision']} | {'on' if r.get('checkpointing') else 'off'} | "
+              f"{cell(c['tokens_per_step'], ',.0f')} | "
               f"{plain_peak} | {cell(c['peak_rss_gb'], '.2f')} GB | {cell(ratio, '.2f')} | {cell(p['tokens_per_s'], '.0f')} | "
               f"{cell(c['tokens_per_s'], '.0f')} | {cell(r['losses_rel'], '.1e')} ({cell(r['first_loss_rel'], '.1e')}) |")
     failed = [r for r in rows if (r["losses_rel"] if r["precision"] == "float32" else r["first_loss_rel"]) is not None
