@@ -146,3 +146,35 @@ def test_a_training_stage_caps_the_heap_as_it_starts_and_a_dry_run_does_not(kind
 
     assert returned("run") > 140  # of 150 MiB freed
     assert returned("dry") < 10
+
+
+DEEPSPEED_PROBE = """
+import sys
+from yunshan.arguments.recipe import load_recipe
+from yunshan.training.cpt import CptArgs
+from yunshan.training.setup import start_run
+
+recipe = load_recipe(CptArgs, data={"model": {"preset": "tiny"}, "data": {"sources": [{"name": "d", "path": sys.argv[2]}]},
+                                    "training": {"output_dir": sys.argv[1], "max_steps": 1}})
+start_run(recipe, "cpt", False)
+from deepspeed.accelerator import get_accelerator
+print(get_accelerator().device_name())
+"""
+
+
+def test_a_cpu_run_tells_deepspeed_its_device_so_it_does_not_warn(tmp_path):
+    """issue 47: every CPU run printed DeepSpeed's "Setting accelerator to CPU ... unable to detect it" (transformers
+    imports DeepSpeed when it is installed); start_run gives it torch's answer, so nothing is printed."""
+    pytest.importorskip("deepspeed")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device: DeepSpeed detects it")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
+    out = subprocess.run([sys.executable, "-c", DEEPSPEED_PROBE, str(tmp_path / "run"), str(data)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "cpu"
+    assert "Setting accelerator to CPU" not in out.stderr + out.stdout

@@ -82,8 +82,22 @@ def start_run(recipe, kind: str, dry_run: bool, safe: tuple[str, ...] | Callable
         from yunshan.training.heap import cap_heap_growth
 
         cap_heap_growth()  # else glibc keeps what each step frees and the resident set climbs (training/heap.py)
+        _tell_deepspeed_the_device()
     return RunStart(kind=kind, out=out, ckpt_dir=ckpt_dir, rank_zero=rank_zero, precision=precision,
                     precision_reason=precision_reason, per_step=per_step, resume_from=resume_from, plan=plan)
+
+
+def _tell_deepspeed_the_device() -> None:
+    """Without a CUDA device DeepSpeed (which transformers imports when it is installed) guesses the CPU and warns
+    "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it." on every run:
+    the same choice, made here from torch's answer, is given to it (DS_ACCELERATOR) so a CPU run prints nothing.
+    A value in the environment is left alone."""
+    if "DS_ACCELERATOR" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["DS_ACCELERATOR"] = "cpu"
 
 
 @dataclass
