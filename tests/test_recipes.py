@@ -121,11 +121,12 @@ def test_every_recipe_loads_and_dry_runs(path, tmp_path, monkeypatch, capsys):
         monkeypatch.setenv("YUNSHAN_REALDATA", str(realdata()))
     prepare_stand_ins(path, data, models)
     kind = kind_of(path)
-    recipe = load_recipe(KINDS[kind], path)
+    # A pipeline's run folder is given as an override, as on the command line: ${prepared} (the prepare stage's
+    # corpus, which the laws recipes' tokenizer and cpt read) lies inside it.
+    recipe = load_recipe(KINDS[kind], path, [f"output_dir={tmp_path / 'run'}"] if kind == "pipeline" else None)
     if kind == "pipeline":
         from yunshan.pipeline import PipelineRunner
 
-        recipe.output_dir = str(tmp_path / "run")
         plan = PipelineRunner(recipe, path).dry_run()
         assert plan["problems"] == [], plan["problems"]
         assert [p["action"] for p in plan["plan"] if p["stage"] in ("cpt", "sft")] == ["run", "run"]
