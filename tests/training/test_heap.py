@@ -11,9 +11,8 @@ import pytest
 # threshold glibc serves them from the heap after the first free (its threshold rises), carved one after the other
 # from its top, and a freed block between two live ones cannot go back; with the threshold at 1 MiB each is its own
 # mmap, unmapped on free.
-PROBE = """
+LIBC = """
 import ctypes, sys
-from yunshan.training.heap import cap_heap_growth
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
@@ -21,8 +20,8 @@ libc.free.argtypes = [ctypes.c_void_p]
 
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096
-
-print("set" if (sys.argv[1] == "cap" and cap_heap_growth()) else "unset")
+"""
+FREE_HALF = """
 libc.free(libc.malloc(3 << 20))  # an mmapped block freed: glibc raises its threshold above 1.5 MiB
 blocks = [libc.malloc(3 << 19) for _ in range(200)]
 for block in blocks:
@@ -32,6 +31,11 @@ for block in blocks[::2]:
     libc.free(block)
 print((held - rss()) >> 20)  # MiB given back of the 150 freed
 """
+PROBE = LIBC + """
+from yunshan.training.heap import cap_heap_growth
+
+print("set" if (sys.argv[1] == "cap" and cap_heap_growth()) else "unset")
+""" + FREE_HALF
 
 pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
                                 reason="glibc's mallopt only")
@@ -98,22 +102,13 @@ def test_release_memory_collects_cycles_and_trims_the_heap():
     assert collected == "True" and int(after) > 200  # of 64 MiB of tensor + 150 MiB of heap
 
 
-
 # Every training stage caps the heap as it starts (training/setup.py start_run): the same freed blocks go back after
 # a stage's start_run, and not after a dry run's (which trains nothing and leaves the process as it was).
-STAGE_PROBE = """
-import ctypes, json, sys
+STAGE_PROBE = LIBC + """
 from yunshan.arguments.recipe import load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.sft import SftArgs
 from yunshan.training.setup import start_run
-
-libc = ctypes.CDLL(None)
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-
-def rss():
-    return int(open("/proc/self/statm").read().split()[1]) * 4096
 
 kind, dry, folder, data = sys.argv[1], sys.argv[2] == "dry", sys.argv[3], sys.argv[4]
 cls = {"cpt": CptArgs, "sft": SftArgs}[kind]
@@ -121,15 +116,7 @@ source = {"name": "d", "path": data} if kind == "cpt" else {"name": "d", "path":
 recipe = load_recipe(cls, data={"model": {"preset": "tiny"}, "data": {"sources": [source]},
                                 "training": {"output_dir": folder, "max_steps": 1}})
 start_run(recipe, kind, dry)
-libc.free(libc.malloc(3 << 20))
-blocks = [libc.malloc(3 << 19) for _ in range(200)]
-for block in blocks:
-    ctypes.memset(block, 1, 3 << 19)
-held = rss()
-for block in blocks[::2]:
-    libc.free(block)
-print((held - rss()) >> 20)
-"""
+""" + FREE_HALF
 
 
 @pytest.mark.parametrize("kind", ["cpt", "sft"])
