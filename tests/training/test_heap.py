@@ -102,9 +102,9 @@ def test_release_memory_collects_cycles_and_trims_the_heap():
     assert collected == "True" and int(after) > 200  # of 64 MiB of tensor + 150 MiB of heap
 
 
-# Every training stage caps the heap as it starts (training/setup.py start_run): the same freed blocks go back after
-# a stage's start_run, and not after a dry run's (which trains nothing and leaves the process as it was).
-STAGE_PROBE = LIBC + """
+# A training stage's start: `python -c START KIND run|dry FOLDER DATA` runs start_run on a one-step recipe.
+START = """
+import sys
 from yunshan.arguments.recipe import load_recipe
 from yunshan.training.cpt import CptArgs
 from yunshan.training.sft import SftArgs
@@ -116,7 +116,10 @@ source = {"name": "d", "path": data} if kind == "cpt" else {"name": "d", "path":
 recipe = load_recipe(cls, data={"model": {"preset": "tiny"}, "data": {"sources": [source]},
                                 "training": {"output_dir": folder, "max_steps": 1}})
 start_run(recipe, kind, dry)
-""" + FREE_HALF
+"""
+# Every training stage caps the heap as it starts (training/setup.py start_run): the same freed blocks go back after
+# a stage's start_run, and not after a dry run's (which trains nothing and leaves the process as it was).
+STAGE_PROBE = LIBC + START + FREE_HALF
 
 
 @pytest.mark.parametrize("kind", ["cpt", "sft"])
@@ -135,15 +138,7 @@ def test_a_training_stage_caps_the_heap_as_it_starts_and_a_dry_run_does_not(kind
     assert returned("dry") < 10
 
 
-DEEPSPEED_PROBE = """
-import sys
-from yunshan.arguments.recipe import load_recipe
-from yunshan.training.cpt import CptArgs
-from yunshan.training.setup import start_run
-
-recipe = load_recipe(CptArgs, data={"model": {"preset": "tiny"}, "data": {"sources": [{"name": "d", "path": sys.argv[2]}]},
-                                    "training": {"output_dir": sys.argv[1], "max_steps": 1}})
-start_run(recipe, "cpt", False)
+DEEPSPEED_PROBE = START + """
 from deepspeed.accelerator import get_accelerator
 print(get_accelerator().device_name())
 """
@@ -160,7 +155,7 @@ def test_a_cpu_run_tells_deepspeed_its_device_so_it_does_not_warn(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "x"}\n')
     env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
-    out = subprocess.run([sys.executable, "-c", DEEPSPEED_PROBE, str(tmp_path / "run"), str(data)],
+    out = subprocess.run([sys.executable, "-c", DEEPSPEED_PROBE, "cpt", "run", str(tmp_path / "run"), str(data)],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == "cpu"

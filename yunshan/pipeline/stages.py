@@ -218,7 +218,6 @@ def _prepare_inputs(p: PrepareArgs) -> list[str]:
     return [path for i in p.inputs for path in ([i.path] if isinstance(i.path, str) else i.path)]
 
 
-
 def _prepared_upstream(*names: str) -> Callable[[PipelineRecipe], tuple[str, ...]]:
     """The prepare stage is upstream of the stages that read text when it is in the recipe."""
     return lambda recipe: (("prepare",) if recipe.prepare is not None else ()) + names
@@ -758,7 +757,7 @@ def unprepared(recipe: PipelineRecipe) -> PipelineRecipe:
     benchmark that runs one stage of the recipe, without its preparation, reads (the raw corpus the preparation
     would clean). A cpt source reading ${prepared} needs a single prepare input."""
     prepared = _recipe_variables({"output_dir": recipe.output_dir}, {})["prepared"]
-    inputs = [i.path for i in recipe.prepare.inputs] if recipe.prepare is not None else []
+    inputs = _prepare_inputs(recipe.prepare) if recipe.prepare is not None else []
     if not inputs:
         return recipe
 

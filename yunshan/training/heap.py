@@ -1,7 +1,7 @@
 """Keep glibc's heap from growing with every training step: a fixed mmap threshold for large allocations.
 
     from yunshan.training.heap import cap_heap_growth
-    cap_heap_growth()   # yunshan pref calls it before loading the model
+    cap_heap_growth()   # every training stage calls it as it starts (training/setup.py start_run)
 
 glibc serves an allocation above its mmap threshold with its own mmap, returned to the system on free; below it, from
 heaps (one arena per thread) that are returned only from their top. The threshold starts at 128 KiB and rises to the
